@@ -1,0 +1,196 @@
+/*
+ * pagepipe.h - the public interface of libpagepipe.
+ *
+ * A pagepipe is Linux's pipe brought into user space: a circular ring of
+ * buffers, each naming a page, an offset and a length, with free-running
+ * head and tail counters masked by a power-of-two ring size.  Pages are
+ * taken from a shared pool when data arrives and given back as soon as they
+ * are drained.  Any number of threads may read and write.
+ *
+ * Every call behaves like the matching system call on a Linux pipe: the same
+ * return values, the same errno, the same blocking, atomicity and
+ * write-coalescing rules.  Errors return -1 (or NULL) and set errno.
+ *
+ * Handles.  A struct pp_end is like a file descriptor: pp_pipe() makes two,
+ * pp_dup() makes another on the same open end (sharing its status flags,
+ * like dup(2)), pp_close() drops one.  Calls on one handle may run in many
+ * threads at once, but a handle must not be used after, or while, it is
+ * passed to pp_close(): give each thread its own handle with pp_dup() when
+ * threads close independently.  A closed handle is detected (EBADF) while
+ * its memory has not been reused; beyond that, use after close is undefined.
+ *
+ * Link with -lpagepipe -pthread (or pkg-config --libs pagepipe).
+ */
+#ifndef PAGEPIPE_H
+#define PAGEPIPE_H
+
+#include <stddef.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PAGEPIPE_VERSION "0.1.0"
+
+/* Size of one ring page, and the atomic-write limit (as PIPE_BUF). */
+#define PP_PAGE_SIZE 4096
+#define PP_PIPE_BUF 4096
+
+/* Flags for pp_pipe(), pp_getfl() and pp_setfl(). */
+#define PP_NONBLOCK 0x1  /* like O_NONBLOCK: EAGAIN instead of waiting */
+#define PP_PACKET 0x2    /* like O_DIRECT: packet mode, see pp_pipe(3) */
+#define PP_NOSIGPIPE 0x4 /* EPIPE without raising SIGPIPE */
+
+/* One end of a pagepipe (opaque). */
+struct pp_end;
+
+/*
+ * Create a pipe.  ends[0] is the read end, ends[1] the write end.  flags is
+ * an OR of PP_NONBLOCK, PP_PACKET and PP_NOSIGPIPE, applied to both ends.
+ * Capacity starts at 16 pages (65536 bytes).
+ * Returns 0, or -1 with errno EINVAL (unknown flag), EFAULT (ends is NULL)
+ * or ENOMEM.
+ */
+int pp_pipe(struct pp_end *ends[2], int flags);
+
+/*
+ * Another handle on the same open end, like dup(2): it reads or writes the
+ * same pipe and shares the status flags (pp_setfl on one changes both).
+ * The end stays open until its last handle is closed.
+ * Returns the new handle, or NULL with errno EBADF or ENOMEM.
+ */
+struct pp_end *pp_dup(struct pp_end *end);
+
+/*
+ * Close a handle.  Closing the last handle of the write end makes readers
+ * see end of file once the pipe is drained; closing the last handle of the
+ * read end makes writers fail with EPIPE.  Both wake every sleeper that the
+ * change concerns.  Data still in the pipe is freed with its last end.
+ * Returns 0, or -1 with errno EBADF.
+ */
+int pp_close(struct pp_end *end);
+
+/*
+ * Read up to count bytes.  Returns what is there without waiting for more;
+ * waits while the pipe is empty and a writer exists; returns 0 at end of
+ * file.  In packet mode a read returns at most one packet and discards the
+ * part of it that did not fit.  Counts above 0x7ffff000 are clamped as
+ * read(2) does.
+ * Errors: EBADF (not a read end), EAGAIN (empty, non-blocking), EINTR (a
+ * signal handler ran before anything was read), EFAULT (buf NULL).
+ */
+ssize_t pp_read(struct pp_end *end, void *buf, size_t count);
+
+/*
+ * Write count bytes.  Blocking: returns only when all are written, or with
+ * the count written so far when interrupted by a signal handler, when the
+ * last reader goes away, or when no page can be had.  Non-blocking: a write
+ * of at most PP_PIPE_BUF bytes goes in whole or fails with EAGAIN; a longer
+ * one writes what fits.  Writes of at most PP_PIPE_BUF bytes are atomic.
+ * A zero-length write returns 0.
+ * Errors: EBADF (not a write end), EPIPE (no reader left; SIGPIPE is raised
+ * in the calling thread first unless PP_NOSIGPIPE), EAGAIN, EINTR, ENOMEM
+ * (no page and nothing written), EFAULT (buf NULL).
+ */
+ssize_t pp_write(struct pp_end *end, const void *buf, size_t count);
+
+/*
+ * Vectored read and write, like readv(2) and writev(2): the segments are
+ * one call, so a writev of at most PP_PIPE_BUF bytes in all is atomic.
+ * Additional errors: EINVAL (iovcnt < 0 or > IOV_MAX, or lengths summing
+ * past SSIZE_MAX).
+ */
+ssize_t pp_readv(struct pp_end *end, const struct iovec *iov, int iovcnt);
+ssize_t pp_writev(struct pp_end *end, const struct iovec *iov, int iovcnt);
+
+/* Bytes ready to read (FIONREAD), on either end; -1 with EBADF. */
+int pp_nread(struct pp_end *end);
+
+/* Capacity in bytes (F_GETPIPE_SZ), on either end; -1 with EBADF. */
+long pp_getsize(struct pp_end *end);
+
+/*
+ * Set the capacity (F_SETPIPE_SZ), on either end: size is rounded up to a
+ * power-of-two number of pages, at least one.  Returns the new capacity in
+ * bytes, or -1 with errno EINVAL (size above 2^31), EPERM (growing past the
+ * limit of pp_setmaxsize), EBUSY (fewer pages than the buffers in use),
+ * ENOMEM, EBADF.
+ */
+long pp_setsize(struct pp_end *end, size_t size);
+
+/*
+ * The limit pp_setsize() may grow a pipe to, for all pipes of the process
+ * (like /proc/sys/fs/pipe-max-size; default 1048576).  pp_setmaxsize rounds
+ * like pp_setsize and returns the new limit, or -1 with EINVAL (size 0 or
+ * above 2^31).
+ */
+long pp_getmaxsize(void);
+long pp_setmaxsize(size_t size);
+
+/* Status flags of the end (PP_NONBLOCK, PP_PACKET, PP_NOSIGPIPE); -1 EBADF. */
+int pp_getfl(struct pp_end *end);
+
+/*
+ * Set the status flags, like F_SETFL: only PP_NONBLOCK changes; other bits
+ * are ignored.  Shared by every handle pp_dup() made of the end.
+ * Returns 0, or -1 with EBADF.
+ */
+int pp_setfl(struct pp_end *end, int flags);
+
+/*
+ * The poll(2) events a kernel pipe end would report now: on the read end
+ * POLLIN|POLLRDNORM while data waits and POLLHUP once every writer is gone;
+ * on the write end POLLOUT|POLLWRNORM while a buffer slot is free and
+ * POLLERR once every reader is gone.  Returns the mask, or -1 with EBADF.
+ */
+short pp_events(struct pp_end *end);
+
+/*
+ * A file descriptor for event loops: poll(2)/epoll(7) report it readable
+ * exactly while the end is ready (read end: data or hang-up; write end: a
+ * free slot or error).  Made on first call; dup handles of the same end
+ * share it; it belongs to the pipe and is closed with the end's last handle,
+ * so do not read, write or close it.  Every write that adds data signals the
+ * read end's descriptor again, so edge-triggered epoll sees each write.
+ * Returns the descriptor, or -1 with errno EBADF, EMFILE, ENFILE, ENOMEM.
+ */
+int pp_fd(struct pp_end *end);
+
+/*
+ * The page pool shared by all pipes of the process.  A page a pipe drains
+ * goes back to the pool; up to cache_max idle pages are kept for reuse
+ * (default 64), the rest are returned to the system at once.
+ */
+struct pp_pool_stats {
+	long pages_in_use; /* pages holding pipe data now */
+	long pages_cached; /* idle pages kept for reuse */
+	long cache_max;    /* bound on pages_cached */
+	long limit;        /* bound on pages_in_use, 0 for none */
+};
+
+/* Fill *st; returns 0, or -1 with EFAULT. */
+int pp_pool_stats(struct pp_pool_stats *st);
+
+/* Set the bound on cached idle pages (trimming at once); returns the old one,
+ * or -1 with EINVAL for a negative bound. */
+long pp_pool_setcache(long pages);
+
+/* Return every cached idle page to the system; returns how many. */
+long pp_pool_trim(void);
+
+/*
+ * Bound the pages holding data in all pipes (0: no bound).  A write that
+ * needs a page beyond it fails with ENOMEM, or returns what it wrote before.
+ * Returns the old bound, or -1 with EINVAL for a negative one.
+ */
+long pp_pool_setlimit(long pages);
+
+/* The library's version string, PAGEPIPE_VERSION at build time. */
+const char *pp_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PAGEPIPE_H */
