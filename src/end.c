@@ -1,0 +1,243 @@
+/*
+ * end.c - the public calls: end handles, argument checks, and the iovec
+ * plumbing in front of the ring.
+ *
+ * A struct pp_end is what a caller holds, like a file descriptor.  Each
+ * side of a ring is one "open file": its handles share its status flags
+ * (ring->flags[side]) and it stays open while ring->handles[side] > 0.
+ *
+ * Closed handles are not freed at once but kept in a FIFO quarantine of
+ * QUARANTINE entries before their memory is reused, with their magic
+ * cleared; so a call on a recently closed handle reads valid memory and
+ * fails with EBADF instead of touching a freed ring.
+ */
+#include <limits.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+#define QUARANTINE 256
+
+static struct pp_lock dead_lock;
+static struct pp_end *dead_head, *dead_tail; /* guarded by dead_lock */
+static unsigned dead_count;
+
+static struct pp_end *end_new(struct pp_ring *r, int side)
+{
+	struct pp_end *e = NULL;
+	pp_lock(&dead_lock);
+	if (dead_count > QUARANTINE) {
+		e = dead_head;
+		dead_head = e->next_dead;
+		dead_count--;
+	}
+	pp_unlock(&dead_lock);
+	if (!e && !(e = malloc(sizeof *e))) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	e->side = side;
+	e->ring = r;
+	e->next_dead = NULL;
+	atomic_store_explicit(&e->magic, PP_END_MAGIC, memory_order_release);
+	return e;
+}
+
+static void end_retire(struct pp_end *e)
+{
+	e->next_dead = NULL;
+	pp_lock(&dead_lock);
+	if (dead_tail)
+		dead_tail->next_dead = e;
+	else
+		dead_head = e;
+	dead_tail = e;
+	dead_count++;
+	pp_unlock(&dead_lock);
+}
+
+PP_API int pp_pipe(struct pp_end *ends[2], int flags)
+{
+	if (!ends) {
+		errno = EFAULT;
+		return -1;
+	}
+	if (flags & ~(PP_NONBLOCK | PP_PACKET | PP_NOSIGPIPE)) {
+		errno = EINVAL;
+		return -1;
+	}
+	struct pp_ring *r = pp_ring_new(flags);
+	if (!r)
+		return -1;
+	ends[0] = end_new(r, PP_READ);
+	ends[1] = ends[0] ? end_new(r, PP_WRITE) : NULL;
+	if (!ends[1]) {
+		if (ends[0]) {
+			atomic_store(&ends[0]->magic, PP_END_DEAD);
+			end_retire(ends[0]);
+		}
+		pp_ring_free(r);
+		errno = ENOMEM;
+		return -1;
+	}
+	return 0;
+}
+
+PP_API struct pp_end *pp_dup(struct pp_end *end)
+{
+	struct pp_ring *r = pp_end_ring(end);
+	if (!r)
+		return NULL;
+	struct pp_end *e = end_new(r, end->side);
+	if (!e)
+		return NULL;
+	/* The caller's handle keeps the side open while we add one. */
+	pp_lock(&r->lock);
+	atomic_fetch_add(&r->handles[end->side], 1);
+	pp_unlock(&r->lock);
+	return e;
+}
+
+PP_API int pp_close(struct pp_end *end)
+{
+	uint32_t live = PP_END_MAGIC;
+	/* The CAS makes a double close, even a racing one, fail with EBADF. */
+	if (!end || !atomic_compare_exchange_strong(&end->magic, &live, PP_END_DEAD)) {
+		errno = EBADF;
+		return -1;
+	}
+	struct pp_ring *r = end->ring;
+	if (pp_ring_drop_handle(r, end->side))
+		pp_ring_free(r);
+	end_retire(end);
+	return 0;
+}
+
+/* Checks shared by the data calls: a live handle of the right side. */
+static struct pp_ring *end_for(struct pp_end *end, int side)
+{
+	struct pp_ring *r = pp_end_ring(end);
+	if (r && end->side != side) {
+		errno = EBADF;
+		return NULL;
+	}
+	return r;
+}
+
+/* Validate an iovec array as readv(2) does; the total, or -1 with errno. */
+static ssize_t iov_total(const struct iovec *iov, int iovcnt)
+{
+	size_t total = 0;
+	if (iovcnt < 0 || iovcnt > IOV_MAX) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (iovcnt && !iov) {
+		errno = EFAULT;
+		return -1;
+	}
+	for (int i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len > (size_t)SSIZE_MAX - total) {
+			errno = EINVAL;
+			return -1;
+		}
+		if (iov[i].iov_len && !iov[i].iov_base) {
+			errno = EFAULT;
+			return -1;
+		}
+		total += iov[i].iov_len;
+	}
+	return (ssize_t)total;
+}
+
+static ssize_t do_io(struct pp_end *end, int side, const struct iovec *iov, int iovcnt)
+{
+	struct pp_ring *r = end_for(end, side);
+	if (!r)
+		return -1;
+	ssize_t total = iov_total(iov, iovcnt);
+	if (total <= 0)
+		return total;
+	struct pp_iter it = {
+		.iov = iov,
+		.off = 0,
+		.left = (size_t)total < PP_MAX_RW ? (size_t)total : PP_MAX_RW,
+	};
+	int fl = atomic_load_explicit(&r->flags[side], memory_order_relaxed);
+	return side == PP_READ ? pp_ring_read(r, fl, &it) : pp_ring_write(r, fl, &it);
+}
+
+PP_API ssize_t pp_read(struct pp_end *end, void *buf, size_t count)
+{
+	struct iovec v = { .iov_base = buf, .iov_len = count };
+	return do_io(end, PP_READ, &v, 1);
+}
+
+PP_API ssize_t pp_write(struct pp_end *end, const void *buf, size_t count)
+{
+	struct iovec v = { .iov_base = (void *)buf, .iov_len = count };
+	return do_io(end, PP_WRITE, &v, 1);
+}
+
+PP_API ssize_t pp_readv(struct pp_end *end, const struct iovec *iov, int iovcnt)
+{
+	return do_io(end, PP_READ, iov, iovcnt);
+}
+
+PP_API ssize_t pp_writev(struct pp_end *end, const struct iovec *iov, int iovcnt)
+{
+	return do_io(end, PP_WRITE, iov, iovcnt);
+}
+
+PP_API int pp_nread(struct pp_end *end)
+{
+	struct pp_ring *r = pp_end_ring(end);
+	return r ? pp_ring_nread(r) : -1;
+}
+
+PP_API long pp_getsize(struct pp_end *end)
+{
+	struct pp_ring *r = pp_end_ring(end);
+	return r ? pp_ring_getsize(r) : -1;
+}
+
+PP_API long pp_setsize(struct pp_end *end, size_t size)
+{
+	struct pp_ring *r = pp_end_ring(end);
+	return r ? pp_ring_setsize(r, size) : -1;
+}
+
+PP_API int pp_getfl(struct pp_end *end)
+{
+	struct pp_ring *r = pp_end_ring(end);
+	return r ? atomic_load(&r->flags[end->side]) : -1;
+}
+
+PP_API int pp_setfl(struct pp_end *end, int flags)
+{
+	struct pp_ring *r = pp_end_ring(end);
+	if (!r)
+		return -1;
+	if (flags & PP_NONBLOCK)
+		atomic_fetch_or(&r->flags[end->side], PP_NONBLOCK);
+	else
+		atomic_fetch_and(&r->flags[end->side], ~PP_NONBLOCK);
+	return 0;
+}
+
+PP_API short pp_events(struct pp_end *end)
+{
+	struct pp_ring *r = pp_end_ring(end);
+	return r ? pp_ring_events(r, end->side) : -1;
+}
+
+PP_API int pp_fd(struct pp_end *end)
+{
+	struct pp_ring *r = pp_end_ring(end);
+	return r ? pp_ring_fd(r, end->side) : -1;
+}
+
+PP_API const char *pp_version(void)
+{
+	return PAGEPIPE_VERSION;
+}

@@ -1,0 +1,232 @@
+/*
+ * internal.h - what the library's source files share and users never see.
+ *
+ * Three layers, bottom up:
+ *   - futex words and the ring lock (a three-state futex mutex), here inline
+ *     because every read and write takes the lock once;
+ *   - the page pool (pool.c): pages named by 32-bit handles, so that ring
+ *     state holds handles, never pointers;
+ *   - the ring (ring.c) and the end handles (end.c).
+ *
+ * Position independence.  Everything in struct pp_ring is an integer: page
+ * handles, free-running indices, and a self-relative offset to the slot
+ * array.  Nothing in it is a pointer, so the same layout can later live in
+ * memory shared between processes mapped at different addresses.  The
+ * eventfds in it are process-local and are the one exception; they are
+ * documented as such and will move to a per-process side table then.
+ */
+#ifndef PP_INTERNAL_H
+#define PP_INTERNAL_H
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "pagepipe.h"
+
+#define PP_API __attribute__((visibility("default")))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+#define PP_PAGE_MASK (PP_PAGE_SIZE - 1u)
+#define PP_DEFAULT_PAGES 16u
+#define PP_MAX_RW 0x7ffff000ul /* read(2)/write(2) clamp: INT_MAX & page mask */
+
+/* ---- futex words --------------------------------------------------- */
+
+static inline int pp_futex_wait(_Atomic uint32_t *word, uint32_t expect)
+{
+	/* Returns 0 when woken or when *word != expect already, EINTR when a
+	 * signal handler ran.  The kernel restarts the wait by itself after an
+	 * SA_RESTART handler, exactly as it restarts a blocked pipe read. */
+	long r = syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expect, NULL, NULL, 0);
+	return (r == -1 && errno == EINTR) ? EINTR : 0;
+}
+
+static inline void pp_futex_wake(_Atomic uint32_t *word, int n)
+{
+	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
+static inline void pp_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#else
+	atomic_signal_fence(memory_order_seq_cst);
+#endif
+}
+
+/* Spin iterations a waiter may burn before it sleeps: 0 on one CPU, where
+ * spinning only delays the thread that would make progress. */
+extern unsigned pp_spin_limit;
+
+/* ---- the lock ------------------------------------------------------- */
+
+/*
+ * A ticket lock: a thread takes the next ticket and holds the lock when
+ * `serving` reaches it.  It is fair on purpose.  With an ordinary
+ * test-and-set lock a writer doing tiny writes in a loop releases and
+ * re-takes the lock within nanoseconds, and a reader spinning on the other
+ * CPU practically never sees it free; with tickets the reader is served
+ * next.  A waiter spins first (holders only copy at most a page under it);
+ * after that it counts itself in `sleepers` and sleeps on `serving`, and an
+ * unlock makes a futex call only when that count is non-zero.
+ */
+struct pp_lock {
+	_Atomic uint32_t next;     /* next ticket to hand out */
+	_Atomic uint32_t serving;  /* ticket that holds the lock; futex word */
+	_Atomic uint32_t sleepers; /* waiters asleep on serving */
+};
+
+void pp_lock_slow(struct pp_lock *l, uint32_t ticket);
+
+static inline void pp_lock(struct pp_lock *l)
+{
+	uint32_t ticket = atomic_fetch_add_explicit(&l->next, 1, memory_order_relaxed);
+	if (likely(atomic_load_explicit(&l->serving, memory_order_acquire) == ticket))
+		return;
+	pp_lock_slow(l, ticket);
+}
+
+static inline void pp_unlock(struct pp_lock *l)
+{
+	/* seq_cst on both sides pairs with the sleeper's count-then-check:
+	 * either we see its count or it sees our new serving value. */
+	atomic_fetch_add_explicit(&l->serving, 1, memory_order_seq_cst);
+	if (unlikely(atomic_load_explicit(&l->sleepers, memory_order_seq_cst)))
+		pp_futex_wake(&l->serving, INT_MAX);
+}
+
+/* ---- pages ------------------------------------------------------------ */
+
+/* Handle 0 names no page. */
+uint32_t pp_page_get(void);          /* 0 with errno ENOMEM when none */
+void pp_page_put(uint32_t page);     /* back to the pool */
+/* Up to n pages into pages[]: how many (0 with errno ENOMEM). */
+unsigned pp_page_get_many(uint32_t *pages, unsigned n);
+void pp_page_put_many(const uint32_t *pages, unsigned n);
+
+/* Handle -> address: a two-level table whose leaves are never freed, so a
+ * lookup needs no lock; the entry was written before the handle was handed
+ * out, and every handle reaches its user through a lock. */
+#define PP_DIR_LEAF_BITS 10
+#define PP_DIR_LEAF (1u << PP_DIR_LEAF_BITS)
+#define PP_DIR_ROOT 4096u /* 4M handles = 16 GiB of pages */
+
+struct pp_page_slot {
+	void *addr;    /* mapping, NULL while the handle is free */
+	uint32_t next; /* link in the pool's idle or free-handle list */
+};
+
+extern struct pp_page_slot *pp_page_dir[PP_DIR_ROOT];
+
+static inline unsigned char *pp_page_addr(uint32_t page)
+{
+	return pp_page_dir[page >> PP_DIR_LEAF_BITS][page & (PP_DIR_LEAF - 1)].addr;
+}
+
+/* ---- the ring ------------------------------------------------------- */
+
+/* One slot: a page handle, and the bytes [offset, offset+len) of it. */
+struct pp_buf {
+	uint32_t page;
+	uint32_t offset;
+	uint32_t len;
+	uint32_t flags;
+};
+#define PP_BUF_CAN_MERGE 0x1 /* a later write may append to this page */
+#define PP_BUF_PACKET 0x2    /* a read takes the whole buffer or what fits, never more */
+
+enum { PP_READ = 0, PP_WRITE = 1 };
+
+/*
+ * The shared state of one pipe.  Lock rule: `lock` guards every field
+ * below it.  The _Atomic ones are also read without the lock by a waiter
+ * that spins before it sleeps, and by pp_events' readiness checks in waits;
+ * such a read is only a hint, rechecked under the lock.
+ *
+ * head and tail run free; slot i lives at bufs[i & (ring_size - 1)];
+ * head - tail is the number of slots in use, never above max_usage.
+ */
+struct pp_ring {
+	struct pp_lock lock;
+	_Atomic uint32_t head;      /* next slot a writer fills */
+	_Atomic uint32_t tail;      /* oldest slot holding data */
+	_Atomic uint32_t max_usage; /* capacity in slots (pages) */
+	uint32_t ring_size;         /* slots in bufs, a power of two */
+	intptr_t bufs_off;          /* bufs, as an offset from this struct */
+
+	/* Open ends: handles on each side.  A side is open while its count is
+	 * non-zero; the count itself is changed only under the lock. */
+	_Atomic uint32_t handles[2];
+	_Atomic int flags[2]; /* status flags per side, shared by dup handles */
+
+	/* Sleepers.  A thread about to sleep reads the sequence word, counts
+	 * itself in sleepers[] and unlocks; whoever changes what it waits for
+	 * bumps the word under the lock and wakes it after.  A waker that
+	 * finds sleepers[] zero makes no system call. */
+	uint32_t sleepers[2];     /* [PP_READ] wait for data, [PP_WRITE] for room */
+	_Atomic uint32_t seq[2];  /* futex words, same indices */
+
+	/* Event descriptors of pp_fd(), -1 until asked for; ready[] mirrors
+	 * whether the eventfd's counter is non-zero. */
+	int efd[2];
+	bool efd_ready[2];
+};
+
+static inline struct pp_buf *pp_ring_bufs(struct pp_ring *r)
+{
+	return (struct pp_buf *)((uintptr_t)r + (uintptr_t)r->bufs_off);
+}
+
+/* The handle a caller holds. */
+#define PP_END_MAGIC 0x70706e64u /* "ppnd" */
+#define PP_END_DEAD 0xdeadeeeeu
+struct pp_end {
+	_Atomic uint32_t magic;
+	int side; /* PP_READ or PP_WRITE */
+	struct pp_ring *ring;
+	struct pp_end *next_dead; /* quarantine link once closed (end.c) */
+};
+
+/* A live handle, or NULL with errno EBADF. */
+static inline struct pp_ring *pp_end_ring(struct pp_end *end)
+{
+	if (unlikely(!end ||
+	             atomic_load_explicit(&end->magic, memory_order_relaxed) != PP_END_MAGIC)) {
+		errno = EBADF;
+		return NULL;
+	}
+	return end->ring;
+}
+
+/* ring.c */
+struct pp_ring *pp_ring_new(int flags);
+void pp_ring_free(struct pp_ring *r);
+bool pp_ring_drop_handle(struct pp_ring *r, int side); /* true: free the ring */
+long pp_ring_setsize(struct pp_ring *r, size_t size);
+long pp_ring_getsize(struct pp_ring *r);
+int pp_ring_nread(struct pp_ring *r);
+short pp_ring_events(struct pp_ring *r, int side);
+int pp_ring_fd(struct pp_ring *r, int side);
+
+/* An iterator over a caller's iovec array. */
+struct pp_iter {
+	const struct iovec *iov;
+	size_t off;  /* bytes of iov[0] already done */
+	size_t left; /* bytes still to move, clamped to PP_MAX_RW */
+};
+
+ssize_t pp_ring_read(struct pp_ring *r, int fl, struct pp_iter *it);
+ssize_t pp_ring_write(struct pp_ring *r, int fl, struct pp_iter *it);
+
+#endif

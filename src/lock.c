@@ -1,0 +1,71 @@
+/*
+ * lock.c - the slow path of the ring lock, and how long waiters spin.
+ *
+ * The lock is held for short copies (at most a page), so a thread that
+ * finds it taken first spins, expecting the holder to finish on the other
+ * CPU, and only then sleeps.  The fast paths and the reasoning for a ticket
+ * lock are in internal.h.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+/* How long a waiter spins before it sleeps.  A futex sleep and wake costs
+ * several microseconds (tens in a virtual machine, where waking an idle
+ * CPU goes through the hypervisor), so spinning for some tens of
+ * microseconds wins whenever the other side is running; beyond that the
+ * other side is probably not running and spinning only steals its CPU. */
+#define SPIN_NS 50000
+
+unsigned pp_spin_limit = 2000;
+
+static double now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1e9 + t.tv_nsec;
+}
+
+/* pause costs from a few to over a hundred cycles depending on the CPU:
+ * measure it once and turn SPIN_NS into a count.  PP_SPIN_NS overrides
+ * the budget (0 disables spinning), for tuning and for tests. */
+__attribute__((constructor)) static void pp_spin_init(void)
+{
+	long budget = SPIN_NS;
+	const char *env = getenv("PP_SPIN_NS");
+	if (env)
+		budget = atol(env);
+	if (sysconf(_SC_NPROCESSORS_ONLN) <= 1 || budget <= 0) {
+		pp_spin_limit = 0;
+		return;
+	}
+	double t0 = now_ns();
+	for (int i = 0; i < 1000; i++)
+		pp_cpu_relax();
+	double per = (now_ns() - t0) / 1000;
+	if (per < 1)
+		per = 1;
+	double n = budget / per;
+	pp_spin_limit = n > 1e6 ? 1000000u : n < 16 ? 16u : (unsigned)n;
+}
+
+void pp_lock_slow(struct pp_lock *l, uint32_t ticket)
+{
+	for (unsigned i = 0; i < pp_spin_limit; i++) {
+		pp_cpu_relax();
+		if (atomic_load_explicit(&l->serving, memory_order_acquire) == ticket)
+			return;
+	}
+	atomic_fetch_add_explicit(&l->sleepers, 1, memory_order_seq_cst);
+	for (;;) {
+		uint32_t now = atomic_load_explicit(&l->serving, memory_order_seq_cst);
+		if (now == ticket)
+			break;
+		/* Every unlock with sleepers wakes all of them; each one whose
+		 * ticket is not up goes back to sleep. */
+		pp_futex_wait(&l->serving, now);
+	}
+	atomic_fetch_sub_explicit(&l->sleepers, 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_acquire);
+}

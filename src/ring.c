@@ -1,0 +1,659 @@
+/*
+ * ring.c - the circular ring of page buffers: read, write, resize, and the
+ * wait/wake rules that make it block exactly like a Linux pipe.
+ *
+ *            tail                      head
+ *             v                          v
+ *   bufs: [ ][A][B][C][ ][ ][ ] ... [ ]      slot i at bufs[i & (ring_size-1)]
+ *             |  |  `- page 9, bytes 0..99    (last buffer: a write may merge here)
+ *             |  `---- page 4, bytes 0..4095
+ *             `------- page 7, bytes 120..4095 (a reader took 120 bytes)
+ *
+ * A writer fills the slot at head and advances head; a reader drains the
+ * slot at tail and advances tail, handing the page back to the pool as soon
+ * as the slot is empty.  head - tail <= max_usage always.
+ *
+ * Write placement follows Linux: the first (len % page) bytes of a write are
+ * merged into the last buffer when it is mergeable and they fit; the rest
+ * goes into fresh pages, one slot per page.  So 65536 one-byte writes fill
+ * 16 pages, and a write of at most PP_PIPE_BUF bytes lands in one buffer,
+ * under one lock hold: that is what makes it atomic.
+ *
+ * Wait and wake.  Readers sleep only while the pipe is empty and writers
+ * only while every slot is used.  So a writer wakes one reader only when it
+ * put data into an empty pipe, and a reader wakes one writer only when it
+ * freed a slot of a full pipe; a woken thread that leaves the condition
+ * still true for others (data left, room left) wakes the next one, as
+ * Linux's exclusive waits do.  Closing a side, and resizing, wake everyone
+ * concerned.  A waiter first spins briefly on the lock-free hints (head,
+ * tail, handles) because on two busy CPUs the other side usually answers
+ * within microseconds, far sooner than a sleep and wake would take.
+ */
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+
+#include "internal.h"
+
+static _Atomic long pp_max_size = 1048576;
+
+#define RELAXED memory_order_relaxed
+#define LOAD(x) atomic_load_explicit(&(x), RELAXED)
+
+/* ---- iterators over the caller's iovecs ------------------------------- */
+
+static void iter_from(struct pp_iter *it, unsigned char *dst, size_t n)
+{
+	it->left -= n;
+	while (n) {
+		size_t avail = it->iov->iov_len - it->off;
+		if (!avail) {
+			it->iov++;
+			it->off = 0;
+			continue;
+		}
+		size_t c = avail < n ? avail : n;
+		memcpy(dst, (const unsigned char *)it->iov->iov_base + it->off, c);
+		dst += c;
+		n -= c;
+		it->off += c;
+	}
+}
+
+static void iter_to(struct pp_iter *it, const unsigned char *src, size_t n)
+{
+	it->left -= n;
+	while (n) {
+		size_t avail = it->iov->iov_len - it->off;
+		if (!avail) {
+			it->iov++;
+			it->off = 0;
+			continue;
+		}
+		size_t c = avail < n ? avail : n;
+		memcpy((unsigned char *)it->iov->iov_base + it->off, src, c);
+		src += c;
+		n -= c;
+		it->off += c;
+	}
+}
+
+/* ---- life ---------------------------------------------------------- */
+
+struct pp_ring *pp_ring_new(int flags)
+{
+	struct pp_ring *r = calloc(1, sizeof *r);
+	struct pp_buf *bufs = calloc(PP_DEFAULT_PAGES, sizeof *bufs);
+	if (!r || !bufs) {
+		free(r);
+		free(bufs);
+		errno = ENOMEM;
+		return NULL;
+	}
+	r->bufs_off = (intptr_t)((uintptr_t)bufs - (uintptr_t)r);
+	r->ring_size = PP_DEFAULT_PAGES;
+	atomic_init(&r->max_usage, PP_DEFAULT_PAGES);
+	atomic_init(&r->handles[PP_READ], 1);
+	atomic_init(&r->handles[PP_WRITE], 1);
+	atomic_init(&r->flags[PP_READ], flags);
+	atomic_init(&r->flags[PP_WRITE], flags);
+	r->efd[PP_READ] = r->efd[PP_WRITE] = -1;
+	return r;
+}
+
+void pp_ring_free(struct pp_ring *r)
+{
+	struct pp_buf *bufs = pp_ring_bufs(r);
+	uint32_t mask = r->ring_size - 1;
+	for (uint32_t i = LOAD(r->tail); i != LOAD(r->head); i++)
+		pp_page_put(bufs[i & mask].page);
+	for (int s = 0; s < 2; s++)
+		if (r->efd[s] >= 0)
+			close(r->efd[s]);
+	free(bufs);
+	free(r);
+}
+
+/* ---- readiness, sleeping and waking ---------------------------------- */
+
+static inline bool ring_full(struct pp_ring *r)
+{
+	return LOAD(r->head) - LOAD(r->tail) >= LOAD(r->max_usage);
+}
+
+/* What side's sleepers wait for: data or hang-up for readers, a free slot
+ * or no reader for writers.  Exact under the lock, a hint without it. */
+static bool ring_ready(struct pp_ring *r, int side)
+{
+	if (side == PP_READ)
+		return LOAD(r->head) != LOAD(r->tail) || !LOAD(r->handles[PP_WRITE]);
+	return !ring_full(r) || !LOAD(r->handles[PP_READ]);
+}
+
+/* Under the lock: if anyone sleeps on side, move its sequence word so a
+ * sleeper that has not reached the kernel yet will not go to sleep, and
+ * say that a futex wake is due once the lock is dropped. */
+static bool ring_mark_wake(struct pp_ring *r, int side)
+{
+	if (!r->sleepers[side])
+		return false;
+	atomic_fetch_add_explicit(&r->seq[side], 1, RELAXED);
+	return true;
+}
+
+/*
+ * Wait, with the lock held, until side's condition may hold; returns with
+ * the lock held, 0 or EINTR.  wake_side >= 0: a wake of that side that the
+ * caller marked and that must go out before we sleep (a writer that filled
+ * the pipe must let readers at it).
+ */
+static int ring_wait(struct pp_ring *r, int side, int wake_side)
+{
+	pp_unlock(&r->lock);
+	if (wake_side >= 0)
+		pp_futex_wake(&r->seq[wake_side], 1);
+	/* Spin with growing pauses, reading only, so as not to steal the
+	 * cache line from the thread that is making progress. */
+	for (unsigned spun = 0, step = 1; spun < pp_spin_limit; spun += step) {
+		for (unsigned i = 0; i < step; i++)
+			pp_cpu_relax();
+		if (ring_ready(r, side))
+			break;
+		if (step < 64)
+			step <<= 1;
+	}
+	pp_lock(&r->lock);
+	if (ring_ready(r, side))
+		return 0;
+	uint32_t seq = LOAD(r->seq[side]);
+	r->sleepers[side]++;
+	pp_unlock(&r->lock);
+	int err = pp_futex_wait(&r->seq[side], seq);
+	pp_lock(&r->lock);
+	r->sleepers[side]--;
+	return err;
+}
+
+/* Tell pp_fd() users, under the lock, what changed.  The eventfd of a side
+ * has a non-zero counter exactly while that side is ready; every write that
+ * adds data signals the read side again so edge-triggered epoll sees it. */
+static void efd_update_slow(struct pp_ring *r, bool data_added)
+{
+	for (int side = 0; side < 2; side++) {
+		int fd = r->efd[side];
+		if (fd < 0)
+			continue;
+		bool ready = ring_ready(r, side);
+		if (ready && (!r->efd_ready[side] || (side == PP_READ && data_added))) {
+			uint64_t one = 1;
+			if (write(fd, &one, sizeof one) == sizeof one)
+				r->efd_ready[side] = true;
+		} else if (!ready && r->efd_ready[side]) {
+			uint64_t v;
+			if (read(fd, &v, sizeof v) == sizeof v)
+				r->efd_ready[side] = false;
+		}
+	}
+}
+
+static inline void ring_efd_update(struct pp_ring *r, bool data_added)
+{
+	if (unlikely(r->efd[PP_READ] >= 0 || r->efd[PP_WRITE] >= 0))
+		efd_update_slow(r, data_added);
+}
+
+/* ---- write ----------------------------------------------------------- */
+
+static inline size_t min_size(size_t a, size_t b)
+{
+	return a < b ? a : b;
+}
+
+/* Most pages a writer fills outside the lock in one go, and most buffers a
+ * reader takes out of the ring to copy outside the lock (on its stack). */
+#define BATCH_MAX 64
+
+/* Advance an iterator by n bytes without copying. */
+static void iter_skip(struct pp_iter *it, size_t n)
+{
+	it->left -= n;
+	while (n) {
+		size_t avail = it->iov->iov_len - it->off;
+		if (!avail) {
+			it->iov++;
+			it->off = 0;
+			continue;
+		}
+		size_t c = avail < n ? avail : n;
+		n -= c;
+		it->off += c;
+	}
+}
+
+/*
+ * Put a filled page at head, under the lock.  Filling an empty pipe is the
+ * one moment a reader may be asleep waiting for it: mark that wake.
+ */
+static void ring_push(struct pp_ring *r, uint32_t page, uint32_t len, int fl,
+                      bool *wake_rd)
+{
+	uint32_t head = LOAD(r->head);
+	if (head == LOAD(r->tail))
+		*wake_rd |= ring_mark_wake(r, PP_READ);
+	pp_ring_bufs(r)[head & (r->ring_size - 1)] = (struct pp_buf){
+		.page = page,
+		.offset = 0,
+		.len = len,
+		.flags = (fl & PP_PACKET) ? PP_BUF_PACKET : PP_BUF_CAN_MERGE,
+	};
+	atomic_store_explicit(&r->head, head + 1, memory_order_release);
+}
+
+/* Drop the lock, then send the reader wake it left due. */
+static void unlock_and_wake(struct pp_ring *r, bool *wake_rd)
+{
+	pp_unlock(&r->lock);
+	if (*wake_rd)
+		pp_futex_wake(&r->seq[PP_READ], 1);
+	*wake_rd = false;
+}
+
+/*
+ * Fill up to k pages from a copy of the iterator with the lock dropped, so
+ * readers can drain while we copy; then, locked again, push as many as still
+ * fit.  Another writer may have taken slots meanwhile: pages that no longer
+ * fit go back to the pool and their bytes count as not written.  Returns the
+ * bytes pushed, or -1 with *err set when nothing could be.
+ */
+static ssize_t write_batch(struct pp_ring *r, int fl, struct pp_iter *it,
+                           unsigned k, bool *wake_rd, int *err, bool *sigpipe)
+{
+	uint32_t pages[BATCH_MAX];
+	size_t bytes = 0;
+	unsigned got, pushed = 0;
+
+	unlock_and_wake(r, wake_rd);
+	got = pp_page_get_many(pages, k);
+	struct pp_iter at = *it;
+	for (unsigned i = 0; i < got; i++)
+		iter_from(&at, pp_page_addr(pages[i]), min_size(PP_PAGE_SIZE, at.left));
+	pp_lock(&r->lock);
+
+	if (!got) {
+		*err = ENOMEM;
+		return -1;
+	}
+	if (!LOAD(r->handles[PP_READ])) {
+		*sigpipe = true;
+		*err = EPIPE;
+	} else {
+		uint32_t used = LOAD(r->head) - LOAD(r->tail);
+		uint32_t room = LOAD(r->max_usage) - used;
+		for (; pushed < got && pushed < room; pushed++) {
+			size_t n = min_size(PP_PAGE_SIZE, it->left - bytes);
+			ring_push(r, pages[pushed], (uint32_t)n, fl, wake_rd);
+			bytes += n;
+		}
+		iter_skip(it, bytes);
+		if (!pushed)
+			*err = EAGAIN; /* lost the race for room: caller waits */
+	}
+	pp_page_put_many(pages + pushed, got - pushed);
+	return pushed ? (ssize_t)bytes : -1;
+}
+
+ssize_t pp_ring_write(struct pp_ring *r, int fl, struct pp_iter *it)
+{
+	ssize_t ret = 0;
+	int err = 0;
+	bool added = false, waited = false, sigpipe = false, wake_rd = false, wake_wr;
+
+	pp_lock(&r->lock);
+	if (!LOAD(r->handles[PP_READ])) {
+		sigpipe = true;
+		err = EPIPE;
+		goto out;
+	}
+
+	/* Merge the odd-sized front of the write into the last buffer. */
+	size_t chars = it->left & PP_PAGE_MASK;
+	uint32_t head = LOAD(r->head);
+	if (chars && head != LOAD(r->tail)) {
+		struct pp_buf *last = &pp_ring_bufs(r)[(head - 1) & (r->ring_size - 1)];
+		uint32_t end = last->offset + last->len;
+		if ((last->flags & PP_BUF_CAN_MERGE) && end + chars <= PP_PAGE_SIZE) {
+			iter_from(it, pp_page_addr(last->page) + end, chars);
+			last->len += chars;
+			ret = chars;
+			added = true;
+			if (!it->left)
+				goto out;
+		}
+	}
+
+	for (;;) {
+		if (!LOAD(r->handles[PP_READ])) {
+			sigpipe = true;
+			if (!ret)
+				err = EPIPE;
+			break;
+		}
+		uint32_t room = LOAD(r->max_usage) - (LOAD(r->head) - LOAD(r->tail));
+		if (room) {
+			size_t want = (it->left + PP_PAGE_MASK) / PP_PAGE_SIZE;
+			unsigned k = (unsigned)min_size(min_size(want, room), BATCH_MAX);
+			if (k == 1) {
+				/* One page: cheaper to copy it under the lock. */
+				uint32_t page = pp_page_get();
+				if (!page) {
+					if (!ret)
+						err = ENOMEM;
+					break;
+				}
+				size_t n = min_size(PP_PAGE_SIZE, it->left);
+				iter_from(it, pp_page_addr(page), n);
+				ring_push(r, page, (uint32_t)n, fl, &wake_rd);
+				ret += n;
+			} else {
+				ssize_t n = write_batch(r, fl, it, k, &wake_rd, &err, &sigpipe);
+				if (n < 0 && err != EAGAIN) {
+					if (ret)
+						err = 0;
+					break;
+				}
+				err = 0;
+				if (n > 0)
+					ret += n;
+			}
+			added = true;
+			if (!it->left)
+				break;
+			continue;
+		}
+		if (fl & PP_NONBLOCK) {
+			if (!ret)
+				err = EAGAIN;
+			break;
+		}
+		/* Full: tell pollers what we added, then sleep; the reader
+		 * wake due, if any, goes out as ring_wait drops the lock. */
+		ring_efd_update(r, added);
+		added = false;
+		err = ring_wait(r, PP_WRITE, wake_rd ? PP_READ : -1);
+		wake_rd = false;
+		if (err) {
+			if (ret)
+				err = 0;
+			break;
+		}
+		waited = true;
+	}
+out:
+	/* A writer that was woken and left room passes the wake on. */
+	wake_wr = waited && !ring_full(r) && ring_mark_wake(r, PP_WRITE);
+	ring_efd_update(r, added);
+	unlock_and_wake(r, &wake_rd);
+	if (wake_wr)
+		pp_futex_wake(&r->seq[PP_WRITE], 1);
+	if (sigpipe && !(fl & PP_NOSIGPIPE))
+		raise(SIGPIPE);
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return ret;
+}
+
+/* ---- read ------------------------------------------------------------ */
+
+/* A buffer taken out of the ring by a reader, to copy with the lock dropped. */
+struct span {
+	uint32_t page;
+	uint32_t offset;
+	uint32_t len; /* bytes the reader takes; the page is freed after */
+};
+
+/*
+ * Read.  Under the lock the reader decides everything: which buffers it
+ * consumes whole (taken out of the ring at once, so their slots are free
+ * for writers while we copy), and the bytes of a buffer it takes only part
+ * of (copied under the lock, since the rest stays in the ring).  Then it
+ * drops the lock, wakes a writer if it freed room in a full pipe, and
+ * copies the taken buffers out.
+ */
+ssize_t pp_ring_read(struct pp_ring *r, int fl, struct pp_iter *it)
+{
+	struct span taken[BATCH_MAX];
+	unsigned ntaken = 0;
+	size_t planned = 0; /* bytes this read returns so far */
+	struct pp_iter at;  /* where bytes copied under the lock go */
+	bool at_ready = false, was_full, waited = false, wake_rd, wake_wr;
+	int err = 0;
+
+	pp_lock(&r->lock);
+	was_full = ring_full(r);
+	for (;;) {
+		uint32_t head = LOAD(r->head), tail = LOAD(r->tail);
+		uint32_t mask = r->ring_size - 1;
+		bool stop = false;
+		while (tail != head && !stop) {
+			struct pp_buf *b = &pp_ring_bufs(r)[tail & mask];
+			size_t want = it->left - planned;
+			size_t chars = min_size(b->len, want);
+			bool packet = b->flags & PP_BUF_PACKET;
+			stop = packet || chars == want;
+			if ((chars == b->len || packet) && ntaken < BATCH_MAX) {
+				taken[ntaken++] = (struct span){ b->page, b->offset, (uint32_t)chars };
+				b->len = 0;
+			} else {
+				if (!at_ready) {
+					at = *it;
+					iter_skip(&at, planned);
+					at_ready = true;
+				}
+				iter_to(&at, pp_page_addr(b->page) + b->offset, chars);
+				b->offset += chars;
+				b->len -= chars;
+				if (packet)
+					b->len = 0; /* the rest of a packet is discarded */
+				if (!b->len)
+					pp_page_put(b->page);
+			}
+			planned += chars;
+			if (!b->len)
+				atomic_store_explicit(&r->tail, ++tail, memory_order_release);
+		}
+		if (stop || planned || !LOAD(r->handles[PP_WRITE]))
+			break;
+		if (fl & PP_NONBLOCK) {
+			err = EAGAIN;
+			break;
+		}
+		err = ring_wait(r, PP_READ, -1);
+		if (err)
+			break; /* nothing was read */
+		was_full = ring_full(r);
+		waited = true;
+	}
+	wake_wr = was_full && !ring_full(r) && ring_mark_wake(r, PP_WRITE);
+	/* A reader that was woken and left data passes the wake on. */
+	wake_rd = waited && LOAD(r->head) != LOAD(r->tail) && ring_mark_wake(r, PP_READ);
+	ring_efd_update(r, false);
+	pp_unlock(&r->lock);
+	if (wake_wr)
+		pp_futex_wake(&r->seq[PP_WRITE], 1);
+	if (wake_rd)
+		pp_futex_wake(&r->seq[PP_READ], 1);
+	if (ntaken) {
+		uint32_t pages[BATCH_MAX];
+		for (unsigned i = 0; i < ntaken; i++) {
+			iter_to(it, pp_page_addr(taken[i].page) + taken[i].offset, taken[i].len);
+			pages[i] = taken[i].page;
+		}
+		pp_page_put_many(pages, ntaken);
+	}
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return (ssize_t)planned;
+}
+
+/* ---- closing a side ------------------------------------------------- */
+
+/*
+ * Drop one handle of side.  The last one closes the side: everyone asleep
+ * on the other side is woken to see EOF or EPIPE.  The wakes go out under
+ * the lock here, unlike elsewhere, because once we unlock the closer of the
+ * other side may free the ring.  Returns true when both sides are closed
+ * and the caller must free the ring.
+ */
+bool pp_ring_drop_handle(struct pp_ring *r, int side)
+{
+	bool unused;
+	pp_lock(&r->lock);
+	uint32_t left = LOAD(r->handles[side]) - 1;
+	atomic_store_explicit(&r->handles[side], left, RELAXED);
+	if (!left) {
+		int other = 1 - side;
+		if (ring_mark_wake(r, other))
+			pp_futex_wake(&r->seq[other], INT_MAX);
+		if (r->efd[side] >= 0) {
+			close(r->efd[side]);
+			r->efd[side] = -1;
+		}
+		ring_efd_update(r, false);
+	}
+	unused = !LOAD(r->handles[PP_READ]) && !LOAD(r->handles[PP_WRITE]);
+	pp_unlock(&r->lock);
+	return unused;
+}
+
+/* ---- size ------------------------------------------------------------ */
+
+/* Pages for a requested size, as F_SETPIPE_SZ rounds it; 0 if invalid. */
+static uint32_t pages_for_size(size_t size)
+{
+	if (size > (1ul << 31))
+		return 0;
+	if (size <= PP_PAGE_SIZE)
+		return 1;
+	size_t pow = PP_PAGE_SIZE;
+	while (pow < size)
+		pow <<= 1;
+	return (uint32_t)(pow / PP_PAGE_SIZE);
+}
+
+long pp_ring_setsize(struct pp_ring *r, size_t size)
+{
+	uint32_t pages = pages_for_size(size);
+	if (!pages) {
+		errno = EINVAL;
+		return -1;
+	}
+	pp_lock(&r->lock);
+	uint32_t head = LOAD(r->head), tail = LOAD(r->tail);
+	int err = 0;
+	if (pages > LOAD(r->max_usage) &&
+	    (long)pages * PP_PAGE_SIZE > atomic_load(&pp_max_size))
+		err = EPERM;
+	else if (pages < head - tail)
+		err = EBUSY;
+	else if (pages != r->ring_size) {
+		struct pp_buf *nb = calloc(pages, sizeof *nb);
+		if (!nb) {
+			err = ENOMEM;
+		} else {
+			struct pp_buf *ob = pp_ring_bufs(r);
+			for (uint32_t i = tail; i != head; i++)
+				nb[i & (pages - 1)] = ob[i & (r->ring_size - 1)];
+			free(ob);
+			r->bufs_off = (intptr_t)((uintptr_t)nb - (uintptr_t)r);
+			r->ring_size = pages;
+		}
+	}
+	if (!err) {
+		atomic_store_explicit(&r->max_usage, pages, RELAXED);
+		/* More room may let any number of writers on: wake them all. */
+		if (ring_mark_wake(r, PP_WRITE))
+			pp_futex_wake(&r->seq[PP_WRITE], INT_MAX);
+		ring_efd_update(r, false);
+	}
+	pp_unlock(&r->lock);
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return (long)pages * PP_PAGE_SIZE;
+}
+
+long pp_ring_getsize(struct pp_ring *r)
+{
+	return (long)LOAD(r->max_usage) * PP_PAGE_SIZE;
+}
+
+int pp_ring_nread(struct pp_ring *r)
+{
+	size_t n = 0;
+	pp_lock(&r->lock);
+	struct pp_buf *bufs = pp_ring_bufs(r);
+	for (uint32_t i = LOAD(r->tail); i != LOAD(r->head); i++)
+		n += bufs[i & (r->ring_size - 1)].len;
+	pp_unlock(&r->lock);
+	return n > INT_MAX ? INT_MAX : (int)n;
+}
+
+short pp_ring_events(struct pp_ring *r, int side)
+{
+	short ev = 0;
+	pp_lock(&r->lock);
+	if (side == PP_READ) {
+		if (LOAD(r->head) != LOAD(r->tail))
+			ev |= POLLIN | POLLRDNORM;
+		if (!LOAD(r->handles[PP_WRITE]))
+			ev |= POLLHUP;
+	} else {
+		if (!ring_full(r))
+			ev |= POLLOUT | POLLWRNORM;
+		if (!LOAD(r->handles[PP_READ]))
+			ev |= POLLERR;
+	}
+	pp_unlock(&r->lock);
+	return ev;
+}
+
+int pp_ring_fd(struct pp_ring *r, int side)
+{
+	pp_lock(&r->lock);
+	if (r->efd[side] < 0) {
+		int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (fd < 0) {
+			pp_unlock(&r->lock);
+			return -1;
+		}
+		r->efd[side] = fd;
+		r->efd_ready[side] = false;
+		ring_efd_update(r, false);
+	}
+	int fd = r->efd[side];
+	pp_unlock(&r->lock);
+	return fd;
+}
+
+PP_API long pp_getmaxsize(void)
+{
+	return atomic_load(&pp_max_size);
+}
+
+PP_API long pp_setmaxsize(size_t size)
+{
+	uint32_t pages = size ? pages_for_size(size) : 0;
+	if (!pages) {
+		errno = EINVAL;
+		return -1;
+	}
+	atomic_store(&pp_max_size, (long)pages * PP_PAGE_SIZE);
+	return (long)pages * PP_PAGE_SIZE;
+}
