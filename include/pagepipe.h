@@ -149,7 +149,8 @@ short pp_events(struct pp_end *end);
 
 /*
  * A file descriptor for event loops: poll(2)/epoll(7) report it readable
- * exactly while the end is ready (read end: data or hang-up; write end: a
+ * (POLLIN; wait for that only, an eventfd is always writable) exactly while
+ * the end is ready (read end: data or hang-up; write end: a
  * free slot or error).  Made on first call; dup handles of the same end
  * share it; it belongs to the pipe and is closed with the end's last handle,
  * so do not read, write or close it.  Every write that adds data signals the
@@ -181,7 +182,7 @@ long pp_pool_setcache(long pages);
 long pp_pool_trim(void);
 
 /*
- * Bound the pages holding data in all pipes (0: no bound).  A write that
+ * Bound the pages holding data in all pipes (0, the default: no bound).  A write that
  * needs a page beyond it fails with ENOMEM, or returns what it wrote before.
  * Returns the old bound, or -1 with EINVAL for a negative one.
  */
