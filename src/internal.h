@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pagepipe.h"
@@ -46,6 +47,18 @@ static inline int pp_futex_wait(_Atomic uint32_t *word, uint32_t expect)
 	 * signal handler ran.  The kernel restarts the wait by itself after an
 	 * SA_RESTART handler, exactly as it restarts a blocked pipe read. */
 	long r = syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expect, NULL, NULL, 0);
+	return (r == -1 && errno == EINTR) ? EINTR : 0;
+}
+
+/* The same, but a signal handler always interrupts it, SA_RESTART or not:
+ * a futex wait with a timeout is restarted by the kernel only when no
+ * handler ran.  For a writer that has already moved bytes, which Linux
+ * returns from on any handled signal.  The timeout itself only makes the
+ * caller look at the pipe again. */
+static inline int pp_futex_wait_intr(_Atomic uint32_t *word, uint32_t expect)
+{
+	struct timespec day = { .tv_sec = 86400, .tv_nsec = 0 };
+	long r = syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expect, &day, NULL, 0);
 	return (r == -1 && errno == EINTR) ? EINTR : 0;
 }
 

@@ -147,9 +147,10 @@ static bool ring_mark_wake(struct pp_ring *r, int side)
  * Wait, with the lock held, until side's condition may hold; returns with
  * the lock held, 0 or EINTR.  wake_side >= 0: a wake of that side that the
  * caller marked and that must go out before we sleep (a writer that filled
- * the pipe must let readers at it).
+ * the pipe must let readers at it).  moved: the caller has already moved
+ * bytes, so any handled signal must end the wait (see pp_futex_wait_intr).
  */
-static int ring_wait(struct pp_ring *r, int side, int wake_side)
+static int ring_wait(struct pp_ring *r, int side, int wake_side, bool moved)
 {
 	pp_unlock(&r->lock);
 	if (wake_side >= 0)
@@ -170,7 +171,8 @@ static int ring_wait(struct pp_ring *r, int side, int wake_side)
 	uint32_t seq = LOAD(r->seq[side]);
 	r->sleepers[side]++;
 	pp_unlock(&r->lock);
-	int err = pp_futex_wait(&r->seq[side], seq);
+	int err = moved ? pp_futex_wait_intr(&r->seq[side], seq)
+	                : pp_futex_wait(&r->seq[side], seq);
 	pp_lock(&r->lock);
 	r->sleepers[side]--;
 	return err;
@@ -381,7 +383,7 @@ ssize_t pp_ring_write(struct pp_ring *r, int fl, struct pp_iter *it)
 		 * wake due, if any, goes out as ring_wait drops the lock. */
 		ring_efd_update(r, added);
 		added = false;
-		err = ring_wait(r, PP_WRITE, wake_rd ? PP_READ : -1);
+		err = ring_wait(r, PP_WRITE, wake_rd ? PP_READ : -1, ret > 0);
 		wake_rd = false;
 		if (err) {
 			if (ret)
@@ -471,7 +473,7 @@ ssize_t pp_ring_read(struct pp_ring *r, int fl, struct pp_iter *it)
 			err = EAGAIN;
 			break;
 		}
-		err = ring_wait(r, PP_READ, -1);
+		err = ring_wait(r, PP_READ, -1, false);
 		if (err)
 			break; /* nothing was read */
 		was_full = ring_full(r);

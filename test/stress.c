@@ -1,0 +1,1489 @@
+/*
+ * stress.c - many threads on one pagepipe at once.
+ *
+ * What must hold under load: no byte is lost, duplicated, reordered or
+ * torn; a write of at most PP_PIPE_BUF bytes (pp_write or pp_writev) is
+ * never split or interleaved with another; and every closing race ends in
+ * end of file or EPIPE, never in a hang.
+ *
+ * Record cases.  Writers send records of at most 4096 bytes, each with a
+ * header (magic, writer id, length, sequence number, checksum of the
+ * payload) and a payload of pseudo-random bytes derived from (id, sequence),
+ * so a reader can rebuild what each record must hold.  Sizes are random,
+ * with many of exactly 4096 bytes and many tiny ones.
+ *   records_stream       4 writers, 1 reader that reassembles the byte stream
+ *                        from reads of random sizes (and random readv
+ *                        splits): every record must be contiguous and
+ *                        intact, each writer's sequence numbers must arrive
+ *                        in order, and counts and per-writer checksum totals
+ *                        must match what was written.  Run on a default pipe
+ *                        and on a one-page pipe (every write waits).
+ *   records_fixed        4 writers, 3 readers.  All records have one size R
+ *                        and every read asks for a multiple of R.  A write of
+ *                        R <= PIPE_BUF bytes is atomic, so the pipe always
+ *                        holds a whole number of records, and a read returns
+ *                        min(count, bytes there) (the kernel reads under the
+ *                        pipe lock; checked against kernel pipes): every read
+ *                        must return a multiple of R made of whole records.
+ *                        Each (writer, sequence) must be seen exactly once
+ *                        across readers, in increasing order within each
+ *                        reader, with totals matching.  R = 4096, 512 (many
+ *                        records merged into one page) and 1000 (records do
+ *                        not divide a page; reads cross buffers).
+ *   records_writev       as above, but writers use pp_writev with random
+ *                        iovec splits (empty segments included) of records
+ *                        <= 4096 bytes: those must be atomic too.
+ *   records_packet       packet mode (PP_PACKET), random sizes, 3 readers
+ *                        reading 4096 bytes or more: every read must return
+ *                        exactly one whole record (packets are never merged
+ *                        or split), plus the checks of records_fixed; also
+ *                        with a resizing racer.
+ *   big_writes           4 writers write blocks larger than PIPE_BUF (no
+ *                        atomicity promised), 1 reader: every blocking write
+ *                        must return its full count, and the total byte
+ *                        count and the histogram of byte values (hence the
+ *                        sum of all bytes) must be conserved.
+ *   resize_race          record traffic (stream and fixed variants) while
+ *                        another thread resizes the pipe between 4 KiB and
+ *                        1 MiB from either end (EBUSY allowed, results
+ *                        checked) and calls pp_nread, pp_events and
+ *                        pp_getsize; data must still be intact.
+ *   nonblock_poll        non-blocking pipe, writers and reader wait in
+ *                        poll(2) on pp_fd() after EAGAIN: writes <= 4096 are
+ *                        all-or-EAGAIN, data intact, and a descriptor that
+ *                        stays unready while pp_events() says ready is a
+ *                        lost wakeup.
+ * Close races (looped, with 1-8 sleeping threads):
+ *   close_eof_race       last writer closes while readers sleep (after
+ *                        writing k < N single bytes): exactly k readers get a
+ *                        byte, the rest end of file.
+ *   close_epipe_race     last reader closes (from 1-3 dup'd handles in as
+ *                        many threads at once) while writers sleep on a full
+ *                        pipe: every writer gets EPIPE (PP_NOSIGPIPE).
+ *   close_dup_race       threads holding pp_dup'd handles of both ends write,
+ *                        dup and close concurrently; an observer must read
+ *                        every byte and then end of file.
+ *   fd_first_call_race   6 threads make the first pp_fd() calls on both ends
+ *                        at once: one descriptor per end, none leaked.
+ * After each case no page may remain in use in the pool.
+ *
+ * Size: PP_STRESS_SCALE (default 1) multiplies the amount of data and the
+ * number of iterations; builds with ASan or TSan first divide the defaults
+ * (by 2 and 4).  A watchdog thread driven by alarm() fails the running case
+ * loudly when no thread has made progress for WD_SECS seconds.  SIGALRM is
+ * blocked in every other thread, so it never interrupts a pagepipe call.
+ * The random seed is printed on stderr; PP_STRESS_SEED=N repeats a run's
+ * choices (thread timing still varies).
+ */
+#include "harness.h"
+#include "pagepipe.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+/*
+ * The poll(2) event that pp_fd() reports for a ready write end (it is made
+ * readable).  Only redefined when this test is checked against kernel pipes
+ * through a shim, where the descriptor is the pipe itself (POLLOUT).
+ */
+#ifndef PPFD_WRITE_EVENTS
+#define PPFD_WRITE_EVENTS POLLIN
+#endif
+
+#if defined(__SANITIZE_THREAD__)
+#define SAN_FACTOR 0.25
+#elif defined(__SANITIZE_ADDRESS__)
+#define SAN_FACTOR 0.5
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SAN_FACTOR 0.25
+#elif __has_feature(address_sanitizer)
+#define SAN_FACTOR 0.5
+#endif
+#endif
+#ifndef SAN_FACTOR
+#define SAN_FACTOR 1.0
+#endif
+
+#define WD_SECS (SAN_FACTOR < 1.0 ? 20 : 8)
+
+/* ------------------------------------------------------------------ */
+/* Scale, random numbers, failure reporting from threads               */
+
+static double g_scale = 1.0;
+
+static void init_scale(void)
+{
+	const char *e = getenv("PP_STRESS_SCALE");
+	double v = 1.0;
+	if (e && *e) {
+		char *end;
+		v = strtod(e, &end);
+		if (*end || !(v > 0)) {
+			fprintf(stderr, "ignoring bad PP_STRESS_SCALE=%s\n", e);
+			v = 1.0;
+		}
+	}
+	g_scale = v * SAN_FACTOR;
+}
+
+static long scaled(long n)
+{
+	double v = (double)n * g_scale;
+	return v < 1 ? 1 : (long)v;
+}
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebULL;
+	x ^= x >> 31;
+	return x;
+}
+
+static uint64_t rng(uint64_t *s)
+{
+	*s += 0x9e3779b97f4a7c15ULL;
+	return mix64(*s);
+}
+
+/* Uniform-ish in [0, n). */
+static size_t rnd(uint64_t *s, size_t n)
+{
+	return (size_t)(rng(s) % n);
+}
+
+static uint64_t g_seed;
+
+static uint64_t new_seed(void)
+{
+	return mix64(++g_seed);
+}
+
+/* Failures seen by worker threads; the main thread turns them into CHECKs. */
+static atomic_int g_fails;
+
+static void tfail_at(int line, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void tfail_at(int line, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	if (atomic_fetch_add(&g_fails, 1) >= 20)
+		return; /* enough said */
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "%s:%d: %s\n", __FILE__, line, msg);
+}
+#define TFAIL(...) tfail_at(__LINE__, __VA_ARGS__)
+#define TCHECK(c)                                                            \
+	do {                                                                     \
+		if (!(c)) {                                                          \
+			int e_ = errno;                                                  \
+			TFAIL("check failed: %s (errno %d: %s)", #c, e_, strerror(e_));  \
+		}                                                                    \
+	} while (0)
+
+/* End of every case: worker failures, and no page left holding data. */
+static void case_end(void)
+{
+	struct pp_pool_stats st;
+	CHECK_EQ(atomic_exchange(&g_fails, 0), 0);
+	CHECK_EQ(pp_pool_stats(&st), 0);
+	CHECK_EQ(st.pages_in_use, 0);
+}
+
+/* ------------------------------------------------------------------ */
+/* Watchdog                                                            */
+
+static atomic_ulong wd_progress; /* bumped by every thread doing work */
+static atomic_ulong wd_last;
+static atomic_int wd_armed;
+static _Atomic(const char *) wd_name;
+
+static void wd_tick(void)
+{
+	atomic_fetch_add_explicit(&wd_progress, 1, memory_order_relaxed);
+}
+
+static void *wd_thread(void *arg)
+{
+	sigset_t *set = arg;
+	for (;;) {
+		int sig;
+		if (sigwait(set, &sig) != 0 || !atomic_load(&wd_armed))
+			continue;
+		unsigned long p = atomic_load(&wd_progress);
+		if (p != atomic_load(&wd_last)) {
+			atomic_store(&wd_last, p);
+			alarm(WD_SECS);
+			continue;
+		}
+		const char *name = atomic_load(&wd_name);
+		fprintf(stderr, "watchdog: %s made no progress for %d s: hang\n",
+		        name, WD_SECS);
+		printf("FAIL %s (hang)\n", name);
+		fflush(stdout);
+		fflush(stderr);
+		_exit(1);
+	}
+	return NULL;
+}
+
+static void wd_init(void)
+{
+	static sigset_t set;
+	pthread_t t;
+	sigemptyset(&set);
+	sigaddset(&set, SIGALRM);
+	/* Blocked here, so in every thread made later; only wd_thread takes it. */
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	if (pthread_create(&t, NULL, wd_thread, &set) != 0) {
+		perror("watchdog thread");
+		exit(1);
+	}
+	pthread_detach(t);
+}
+
+static void wd_start(const char *name)
+{
+	atomic_store(&wd_name, name);
+	atomic_store(&wd_last, atomic_load(&wd_progress));
+	atomic_store(&wd_armed, 1);
+	alarm(WD_SECS);
+}
+
+static void wd_stop(void)
+{
+	alarm(0);
+	atomic_store(&wd_armed, 0);
+}
+
+static double mono_now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+#define CASE(fn)                                                             \
+	do {                                                                     \
+		double t0_ = mono_now();                                             \
+		wd_start(#fn);                                                       \
+		RUN(fn);                                                             \
+		wd_stop();                                                           \
+		fprintf(stderr, "  %s: %.2f s\n", #fn, mono_now() - t0_);            \
+	} while (0)
+
+static void start_thread(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+	if (pthread_create(t, NULL, fn, arg) != 0) {
+		perror("pthread_create");
+		exit(1);
+	}
+}
+
+static void join_thread(pthread_t t)
+{
+	pthread_join(t, NULL);
+}
+
+/* Pause 0..max_us microseconds, or just yield, to vary interleavings. */
+static void jitter(uint64_t *s, unsigned max_us)
+{
+	switch (rnd(s, 3)) {
+	case 0:
+		break;
+	case 1:
+		sched_yield();
+		break;
+	default:
+		usleep((useconds_t)rnd(s, max_us + 1));
+		break;
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Records                                                             */
+
+#define REC_MAGIC 0x52505045u /* "EPPR" */
+#define HDR 16
+#define MAXW 8
+#define MAXR 8
+
+struct hdr {
+	uint32_t magic;
+	uint16_t id;  /* writer */
+	uint16_t len; /* whole record, header included: HDR..4096 */
+	uint32_t seq; /* per writer, from 0 */
+	uint32_t sum; /* cksum of the payload */
+};
+_Static_assert(sizeof(struct hdr) == HDR, "record header layout");
+
+static uint32_t cksum(const unsigned char *p, size_t n)
+{
+	uint64_t h = 0x6a09e667f3bcc909ULL ^ n;
+	while (n >= 8) {
+		uint64_t v;
+		memcpy(&v, p, 8);
+		h = (h ^ v) * 0x100000001b3ULL;
+		h ^= h >> 29;
+		p += 8;
+		n -= 8;
+	}
+	while (n--) {
+		h = (h ^ *p++) * 0x100000001b3ULL;
+		h ^= h >> 29;
+	}
+	return (uint32_t)(h ^ (h >> 32));
+}
+
+static void gen_payload(unsigned char *p, size_t n, unsigned id, uint32_t seq)
+{
+	uint64_t s = mix64(((uint64_t)id << 32 | seq) + 0x1234567);
+	while (n >= 8) {
+		uint64_t v = rng(&s);
+		memcpy(p, &v, 8);
+		p += 8;
+		n -= 8;
+	}
+	if (n) {
+		uint64_t v = rng(&s);
+		memcpy(p, &v, n);
+	}
+}
+
+static uint32_t make_record(unsigned char *buf, unsigned id, uint32_t seq,
+                            size_t len)
+{
+	struct hdr h = {REC_MAGIC, (uint16_t)id, (uint16_t)len, seq, 0};
+	gen_payload(buf + HDR, len - HDR, id, seq);
+	h.sum = cksum(buf + HDR, len - HDR);
+	memcpy(buf, &h, HDR);
+	return h.sum;
+}
+
+static size_t pick_len(uint64_t *s)
+{
+	switch (rnd(s, 8)) {
+	case 0:
+	case 1:
+		return 4096;
+	case 2:
+		return HDR + rnd(s, 17); /* tiny */
+	case 3:
+		return 4096 - rnd(s, 64);
+	default:
+		return HDR + rnd(s, 4096 - HDR + 1);
+	}
+}
+
+/* Split [p, p+len) into 1..max segments, some possibly empty. */
+static int split_iov(struct iovec *iov, int max, unsigned char *p, size_t len,
+                     uint64_t *s)
+{
+	int cnt = 1 + (int)rnd(s, (size_t)max), i;
+	size_t rem = len;
+	for (i = 0; i < cnt - 1; i++) {
+		size_t take = rnd(s, rem + 1);
+		if (rnd(s, 3) == 0)
+			take /= 16;
+		iov[i].iov_base = p;
+		iov[i].iov_len = take;
+		p += take;
+		rem -= take;
+	}
+	iov[i].iov_base = p;
+	iov[i].iov_len = rem;
+	return cnt;
+}
+
+static void hexdump(const char *what, const unsigned char *p, size_t n)
+{
+	char line[3 * 32 + 1];
+	size_t i;
+	if (n > 32)
+		n = 32;
+	for (i = 0; i < n; i++)
+		snprintf(line + 3 * i, 4, "%02x ", p[i]);
+	line[3 * n] = 0;
+	fprintf(stderr, "  %s: %s\n", what, line);
+}
+
+/*
+ * Check one whole record: header sane, payload checksum equal to the header's
+ * and payload equal to what (id, seq) generates.  0 if intact.
+ */
+static int check_record(const unsigned char *p, int nw, long nrec,
+                        unsigned char *scratch, struct hdr *out,
+                        unsigned long long where)
+{
+	struct hdr h;
+	memcpy(&h, p, HDR);
+	if (h.magic != REC_MAGIC || h.len < HDR || h.len > 4096 || h.id >= nw ||
+	    h.seq >= nrec) {
+		TFAIL("bad record header at stream byte %llu: magic %#x id %u len %u "
+		      "seq %u (torn or interleaved write?)",
+		      where, h.magic, h.id, h.len, h.seq);
+		hexdump("bytes", p, HDR);
+		return -1;
+	}
+	if (cksum(p + HDR, h.len - HDR) != h.sum) {
+		TFAIL("record writer %u seq %u len %u at stream byte %llu: payload "
+		      "checksum mismatch", h.id, h.seq, h.len, where);
+		return -1;
+	}
+	gen_payload(scratch, h.len - HDR, h.id, h.seq);
+	if (memcmp(scratch, p + HDR, h.len - HDR) != 0) {
+		TFAIL("record writer %u seq %u len %u at stream byte %llu: payload "
+		      "differs from the generated one", h.id, h.seq, h.len, where);
+		return -1;
+	}
+	*out = h;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Record traffic: writers, readers, racer                             */
+
+enum {
+	F_WRITEV = 1,   /* writers use pp_writev with random splits */
+	F_READV = 2,    /* readers sometimes use pp_readv */
+	F_RESIZE = 4,   /* a racer resizes and queries the pipe */
+	F_NONBLOCK = 8, /* non-blocking pipe, waits in poll on pp_fd */
+	F_PACKET = 16,  /* packet mode: each read returns one whole record */
+};
+
+struct run {
+	int nw, nr, flags;
+	size_t fixed; /* record size, 0 for random sizes */
+	long nrec;    /* records per writer */
+	atomic_int writers_left;
+	atomic_int broken; /* stream out of step: readers just drain */
+	atomic_ullong wsum[MAXW], rsum[MAXW];
+	atomic_long wcnt[MAXW], rcnt[MAXW];
+	atomic_uchar *seen[MAXW];
+	atomic_long reads, resize_ok, resize_busy, racer_ops, fd_waits;
+};
+
+struct tctx {
+	struct run *R;
+	struct pp_end *h, *h2;
+	int id;
+	uint64_t seed;
+};
+
+/*
+ * Wait until the end's descriptor is ready.  A poll that times out while
+ * pp_events() reports the end ready, and still does after a second wait, is
+ * a lost wakeup.  A true deadlock is left to the watchdog.
+ */
+static void wait_fd(struct run *R, struct pp_end *h, short want_ev,
+                    short ready_ev, const char *who)
+{
+	int fd = pp_fd(h);
+	struct pollfd p;
+	if (fd < 0) {
+		TFAIL("%s: pp_fd failed (errno %d)", who, errno);
+		usleep(1000);
+		return;
+	}
+	atomic_fetch_add(&R->fd_waits, 1);
+	p.fd = fd;
+	p.events = want_ev;
+	p.revents = 0;
+	int n = poll(&p, 1, 2000);
+	if (n < 0)
+		TFAIL("%s: poll failed (errno %d)", who, errno);
+	if (n != 0)
+		return;
+	short ev = pp_events(h);
+	if (ev < 0 || !(ev & ready_ev))
+		return; /* not ready: no wakeup was owed */
+	p.revents = 0;
+	if (poll(&p, 1, 1000) == 0)
+		TFAIL("%s: pp_events() = %#x says ready, but pp_fd() stayed unready "
+		      "for 3 s (lost wakeup)", who, (unsigned)ev);
+}
+
+static void *writer_main(void *arg)
+{
+	struct tctx *c = arg;
+	struct run *R = c->R;
+	unsigned char *buf = malloc(4096);
+	uint64_t s = c->seed;
+	unsigned long long sum = 0;
+	long cnt = 0;
+	if (!buf)
+		abort();
+	for (long seq = 0; seq < R->nrec; seq++) {
+		size_t len = R->fixed ? R->fixed : pick_len(&s);
+		if (R->flags & F_RESIZE) {
+			/* keep pace with the racer, so that the race really happens
+			 * however fast the traffic is: a racer step per 4 records,
+			 * and at least 64 before the last one */
+			long need = seq / 4 + (seq == R->nrec - 1 ? 64 : 0);
+			while (atomic_load(&R->racer_ops) < need)
+				sched_yield();
+		}
+		uint32_t rs = make_record(buf, (unsigned)c->id, (uint32_t)seq, len);
+		ssize_t n;
+		for (;;) {
+			if ((R->flags & F_WRITEV) && rnd(&s, 4) != 0) {
+				struct iovec iov[12];
+				int k = split_iov(iov, 12, buf, len, &s);
+				n = pp_writev(c->h, iov, k);
+			} else {
+				n = pp_write(c->h, buf, len);
+			}
+			if (n == -1 && errno == EAGAIN && (R->flags & F_NONBLOCK)) {
+				wait_fd(R, c->h, PPFD_WRITE_EVENTS, POLLOUT, "writer");
+				continue;
+			}
+			break;
+		}
+		if (n != (ssize_t)len) {
+			TFAIL("writer %d seq %ld: write of %zu returned %zd (errno %d)%s",
+			      c->id, seq, len, n, errno,
+			      n > 0 ? ": a write <= PIPE_BUF was split" : "");
+			break;
+		}
+		sum += rs;
+		cnt++;
+		wd_tick();
+	}
+	atomic_store(&R->wsum[c->id], sum);
+	atomic_store(&R->wcnt[c->id], cnt);
+	free(buf);
+	atomic_fetch_sub(&R->writers_left, 1);
+	TCHECK(pp_close(c->h) == 0);
+	return NULL;
+}
+
+static ssize_t rec_read(struct tctx *c, unsigned char *p, size_t want,
+                        uint64_t *s)
+{
+	struct run *R = c->R;
+	for (;;) {
+		ssize_t n;
+		if ((R->flags & F_READV) && rnd(s, 3) == 0) {
+			struct iovec iov[8];
+			int k = split_iov(iov, 8, p, want, s);
+			n = pp_readv(c->h, iov, k);
+		} else {
+			n = pp_read(c->h, p, want);
+		}
+		if (n == -1 && errno == EAGAIN && (R->flags & F_NONBLOCK)) {
+			wait_fd(R, c->h, POLLIN, POLLIN | POLLHUP, "reader");
+			continue;
+		}
+		if (n > (ssize_t)want)
+			TFAIL("read of %zu returned %zd", want, n);
+		atomic_fetch_add_explicit(&R->reads, 1, memory_order_relaxed);
+		return n;
+	}
+}
+
+static size_t pick_read(uint64_t *s)
+{
+	switch (rnd(s, 8)) {
+	case 0:
+		return 1 + rnd(s, 16);
+	case 1:
+		return 4096;
+	case 2:
+		return 1 + rnd(s, 4096);
+	case 3:
+		return 65536;
+	default:
+		return 1 + rnd(s, 32768);
+	}
+}
+
+/* The single reader: rebuild the byte stream and check it record by record. */
+static void *reader_stream(void *arg)
+{
+	struct tctx *c = arg;
+	struct run *R = c->R;
+	size_t cap = 65536 + 4096, have = 0;
+	unsigned char *buf = malloc(cap), *scratch = malloc(4096);
+	uint32_t next[MAXW] = {0};
+	unsigned long long sum[MAXW] = {0}, pos = 0;
+	long cnt[MAXW] = {0};
+	uint64_t s = c->seed;
+	int broken = 0;
+	if (!buf || !scratch)
+		abort();
+	for (;;) {
+		size_t want = pick_read(&s);
+		ssize_t n = rec_read(c, buf + (broken ? 0 : have), want, &s);
+		if (n < 0) {
+			TFAIL("reader: read failed (errno %d)", errno);
+			break; /* closing makes the writers fail with EPIPE */
+		}
+		if (n == 0)
+			break;
+		wd_tick();
+		if (broken)
+			continue;
+		have += (size_t)n;
+		size_t off = 0;
+		while (have - off >= HDR) {
+			struct hdr h;
+			memcpy(&h, buf + off, HDR);
+			if (h.len >= HDR && h.len <= 4096 && have - off < h.len)
+				break; /* rest of it comes with the next read */
+			if (check_record(buf + off, R->nw, R->nrec, scratch, &h,
+			                 pos + off) != 0) {
+				broken = 1;
+				break;
+			}
+			if (h.seq != next[h.id]) {
+				TFAIL("writer %u: record seq %u arrived, want %u "
+				      "(lost or reordered)", h.id, h.seq, next[h.id]);
+				broken = 1;
+				break;
+			}
+			next[h.id]++;
+			sum[h.id] += h.sum;
+			cnt[h.id]++;
+			off += h.len;
+		}
+		if (broken) {
+			atomic_store(&R->broken, 1);
+			continue;
+		}
+		memmove(buf, buf + off, have - off);
+		have -= off;
+		pos += off;
+	}
+	if (!broken && have != 0)
+		TFAIL("reader: end of file inside a record (%zu bytes left)", have);
+	for (int i = 0; i < R->nw; i++) {
+		atomic_fetch_add(&R->rsum[i], sum[i]);
+		atomic_fetch_add(&R->rcnt[i], cnt[i]);
+	}
+	free(buf);
+	free(scratch);
+	TCHECK(pp_close(c->h) == 0);
+	return NULL;
+}
+
+/*
+ * One of several readers.  Fixed-size records: reads of k * R bytes.
+ * Packet mode: reads of 4096 or more, each returning exactly one record.
+ */
+static void *reader_fixed(void *arg)
+{
+	struct tctx *c = arg;
+	struct run *R = c->R;
+	int packet = (R->flags & F_PACKET) != 0;
+	size_t rs = packet ? 4096 : R->fixed;
+	size_t kmax = 16384 / rs;
+	unsigned char *buf = malloc(kmax * rs), *scratch = malloc(4096);
+	long last[MAXW];
+	unsigned long long sum[MAXW] = {0};
+	long cnt[MAXW] = {0};
+	uint64_t s = c->seed;
+	if (!buf || !scratch)
+		abort();
+	for (int i = 0; i < MAXW; i++)
+		last[i] = -1;
+	for (;;) {
+		size_t want = packet ? 4096 + rnd(&s, 16384 - 4096 + 1)
+		                     : rs * (1 + rnd(&s, kmax));
+		ssize_t n = rec_read(c, buf, want, &s);
+		if (n < 0) {
+			TFAIL("reader %d: read failed (errno %d)", c->id, errno);
+			break;
+		}
+		if (n == 0)
+			break;
+		wd_tick();
+		if (atomic_load(&R->broken))
+			continue;
+		if (packet) {
+			struct hdr h;
+			if (n < HDR ||
+			    check_record(buf, R->nw, R->nrec, scratch, &h, 0) != 0) {
+				TFAIL("reader %d: packet read of %zu returned %zd bytes that "
+				      "are not one whole record", c->id, want, n);
+				atomic_store(&R->broken, 1);
+				continue;
+			}
+			if (h.len != n) {
+				TFAIL("reader %d: packet read returned %zd bytes, the record "
+				      "(writer %u seq %u) has %u: packets merged or split",
+				      c->id, n, h.id, h.seq, h.len);
+				atomic_store(&R->broken, 1);
+				continue;
+			}
+			if ((long)h.seq <= last[h.id])
+				TFAIL("reader %d: writer %u seq %u after seq %ld (reordered)",
+				      c->id, h.id, h.seq, last[h.id]);
+			last[h.id] = h.seq;
+			if (atomic_exchange(&R->seen[h.id][h.seq], 1) != 0)
+				TFAIL("writer %u seq %u read twice", h.id, h.seq);
+			sum[h.id] += h.sum;
+			cnt[h.id]++;
+			continue;
+		}
+		if ((size_t)n % rs != 0) {
+			TFAIL("reader %d: read of %zu returned %zd, not a multiple of "
+			      "the record size %zu: a record was split between reads",
+			      c->id, want, n, rs);
+			atomic_store(&R->broken, 1);
+			continue;
+		}
+		for (size_t off = 0; off < (size_t)n; off += rs) {
+			struct hdr h;
+			if (check_record(buf + off, R->nw, R->nrec, scratch, &h, 0) != 0) {
+				atomic_store(&R->broken, 1);
+				break;
+			}
+			if (h.len != rs) {
+				TFAIL("reader %d: record of %u bytes, want %zu", c->id, h.len,
+				      rs);
+				atomic_store(&R->broken, 1);
+				break;
+			}
+			if ((long)h.seq <= last[h.id])
+				TFAIL("reader %d: writer %u seq %u after seq %ld (reordered)",
+				      c->id, h.id, h.seq, last[h.id]);
+			last[h.id] = h.seq;
+			if (atomic_exchange(&R->seen[h.id][h.seq], 1) != 0)
+				TFAIL("writer %u seq %u read twice", h.id, h.seq);
+			sum[h.id] += h.sum;
+			cnt[h.id]++;
+		}
+	}
+	for (int i = 0; i < R->nw; i++) {
+		atomic_fetch_add(&R->rsum[i], sum[i]);
+		atomic_fetch_add(&R->rcnt[i], cnt[i]);
+	}
+	free(buf);
+	free(scratch);
+	TCHECK(pp_close(c->h) == 0);
+	return NULL;
+}
+
+static int valid_size(long v)
+{
+	return v >= 4096 && v <= (1L << 20) && (v & (v - 1)) == 0;
+}
+
+static int valid_events(short ev, int is_read)
+{
+	short in = POLLIN | POLLRDNORM, out = POLLOUT | POLLWRNORM;
+	if (is_read)
+		return (ev & ~in) == 0 && !(ev & POLLIN) == !(ev & POLLRDNORM);
+	return (ev & ~out) == 0 && !(ev & POLLOUT) == !(ev & POLLWRNORM);
+}
+
+/*
+ * Resize (4 KiB .. 1 MiB, either end) and query the pipe while the traffic
+ * runs.  It holds a handle of each end, so neither POLLHUP nor POLLERR may
+ * show until it closes them after the last writer is done.
+ */
+static void *racer_main(void *arg)
+{
+	struct tctx *c = arg;
+	struct run *R = c->R;
+	uint64_t s = c->seed;
+	while (atomic_load(&R->writers_left) > 0) {
+		int rd = rnd(&s, 2) == 0;
+		struct pp_end *e = rd ? c->h : c->h2;
+		long v;
+		short ev;
+		switch (rnd(&s, 8)) {
+		case 0:
+		case 1: {
+			size_t want = rnd(&s, 3) == 0 ? (size_t)4096 << rnd(&s, 9)
+			                              : 4096 + rnd(&s, (1 << 20) - 4096 + 1);
+			v = pp_setsize(e, want);
+			if (v == -1 && errno == EBUSY) {
+				atomic_fetch_add(&R->resize_busy, 1);
+			} else if (v == -1) {
+				TFAIL("pp_setsize(%zu) failed, errno %d", want, errno);
+			} else if (!valid_size(v) || (size_t)v < want ||
+			           (v > 4096 && (size_t)v >= 2 * want)) {
+				TFAIL("pp_setsize(%zu) returned %ld", want, v);
+			} else {
+				atomic_fetch_add(&R->resize_ok, 1);
+			}
+			break;
+		}
+		case 2:
+			v = pp_nread(e);
+			if (v < 0 || v > (1L << 20))
+				TFAIL("pp_nread = %ld (errno %d)", v, errno);
+			break;
+		case 3:
+		case 4:
+			ev = pp_events(e);
+			if (ev == -1 || !valid_events(ev, rd))
+				TFAIL("pp_events(%s end) = %#x while both ends are open",
+				      rd ? "read" : "write", (unsigned)ev);
+			break;
+		case 5:
+			v = pp_getsize(e);
+			if (!valid_size(v))
+				TFAIL("pp_getsize = %ld", v);
+			break;
+		case 6:
+			sched_yield();
+			break;
+		default:
+			usleep(20 + (useconds_t)rnd(&s, 200));
+			break;
+		}
+		atomic_fetch_add(&R->racer_ops, 1);
+	}
+	TCHECK(pp_close(c->h) == 0);
+	TCHECK(pp_close(c->h2) == 0);
+	return NULL;
+}
+
+/*
+ * Run one record workload.  Every thread gets its own dup'd handle and
+ * closes it when done, so the end of file the readers see comes from the
+ * last writer's close.
+ */
+static void run_records(int nw, int nr, size_t fixed, int flags, long nrec,
+                        long pipe_size)
+{
+	struct run *R = calloc(1, sizeof *R);
+	struct tctx ctx[MAXW + MAXR + 1];
+	pthread_t th[MAXW + MAXR + 1];
+	struct pp_end *e[2];
+	int nt = 0;
+	struct timespec t0, t1;
+
+	if (!R)
+		abort();
+	R->nw = nw;
+	R->nr = nr;
+	R->fixed = fixed;
+	R->flags = flags;
+	R->nrec = nrec;
+	atomic_store(&R->writers_left, nw);
+	for (int i = 0; i < nw; i++) {
+		R->seen[i] = calloc((size_t)nrec, sizeof(atomic_uchar));
+		if (!R->seen[i])
+			abort();
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int pf = PP_NOSIGPIPE | ((flags & F_NONBLOCK) ? PP_NONBLOCK : 0) |
+	         ((flags & F_PACKET) ? PP_PACKET : 0);
+	if (pp_pipe(e, pf) != 0) {
+		CHECK(!"pp_pipe");
+		goto out;
+	}
+	if (pipe_size)
+		CHECK_EQ(pp_setsize(e[1], (size_t)pipe_size), pipe_size);
+
+	for (int i = 0; i < nw + nr; i++) {
+		int w = i < nw;
+		ctx[nt] = (struct tctx){R, pp_dup(e[w ? 1 : 0]), NULL,
+		                        w ? i : i - nw, new_seed()};
+		CHECK(ctx[nt].h != NULL);
+		nt++;
+	}
+	if (flags & F_RESIZE) {
+		ctx[nt] = (struct tctx){R, pp_dup(e[0]), pp_dup(e[1]), 0, new_seed()};
+		CHECK(ctx[nt].h && ctx[nt].h2);
+		nt++;
+	}
+	CHECK_EQ(pp_close(e[0]), 0);
+	CHECK_EQ(pp_close(e[1]), 0);
+	for (int i = 0; i < nt; i++) {
+		void *(*fn)(void *);
+		if (i < nw)
+			fn = writer_main;
+		else if (i < nw + nr)
+			fn = fixed || (flags & F_PACKET) ? reader_fixed : reader_stream;
+		else
+			fn = racer_main;
+		start_thread(&th[i], fn, &ctx[i]);
+	}
+	for (int i = 0; i < nt; i++)
+		join_thread(th[i]);
+
+	CHECK_EQ(atomic_load(&R->broken), 0);
+	/* after a damaged record the readers only drained: counts say nothing */
+	for (int i = 0; i < nw && !atomic_load(&R->broken); i++) {
+		long wc = atomic_load(&R->wcnt[i]), rc = atomic_load(&R->rcnt[i]);
+		if (wc != nrec || rc != nrec ||
+		    atomic_load(&R->wsum[i]) != atomic_load(&R->rsum[i])) {
+			fprintf(stderr, "writer %d: wrote %ld of %ld records, read %ld, "
+			        "checksum total written %llu read %llu\n", i, wc, nrec,
+			        rc, (unsigned long long)atomic_load(&R->wsum[i]),
+			        (unsigned long long)atomic_load(&R->rsum[i]));
+			CHECK(!"record counts or checksums differ");
+		}
+	}
+	if (flags & F_RESIZE) {
+		/* The race must really have happened (writers keep pace). */
+		CHECK(atomic_load(&R->resize_ok) > 0);
+		CHECK(atomic_load(&R->racer_ops) >= 64);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	fprintf(stderr, "  records nw=%d nr=%d fixed=%zu flags=%d: %ld records "
+	        "in %.2f s, %ld reads, %ld resizes ok, %ld EBUSY, %ld fd waits\n",
+	        nw, nr, fixed, flags, nrec * nw,
+	        (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9,
+	        atomic_load(&R->reads), atomic_load(&R->resize_ok),
+	        atomic_load(&R->resize_busy), atomic_load(&R->fd_waits));
+out:
+	for (int i = 0; i < nw; i++)
+		free(R->seen[i]);
+	free(R);
+}
+
+static void records_stream(void)
+{
+	run_records(4, 1, 0, F_READV, scaled(6000), 0);
+	run_records(4, 1, 0, 0, scaled(2000), 4096);
+	case_end();
+}
+
+static void records_fixed(void)
+{
+	run_records(4, 3, 4096, F_READV, scaled(4000), 0);
+	run_records(4, 3, 512, F_READV, scaled(12000), 0);
+	run_records(4, 3, 1000, 0, scaled(6000), 16384);
+	case_end();
+}
+
+static void records_writev(void)
+{
+	run_records(4, 1, 0, F_WRITEV | F_READV, scaled(4000), 0);
+	run_records(4, 3, 4096, F_WRITEV, scaled(3000), 0);
+	run_records(4, 3, 700, F_WRITEV | F_READV, scaled(6000), 8192);
+	case_end();
+}
+
+static void records_packet(void)
+{
+	run_records(4, 3, 0, F_WRITEV | F_READV | F_PACKET, scaled(4000), 0);
+	run_records(4, 3, 0, F_PACKET | F_RESIZE, scaled(1000), 8192);
+	case_end();
+}
+
+static void resize_race(void)
+{
+	run_records(4, 1, 0, F_RESIZE | F_READV, scaled(2000), 0);
+	run_records(4, 3, 4096, F_RESIZE, scaled(1500), 0);
+	case_end();
+}
+
+static void nonblock_poll(void)
+{
+	run_records(4, 1, 0, F_NONBLOCK | F_WRITEV | F_READV, scaled(2000), 0);
+	run_records(4, 3, 2048, F_NONBLOCK, scaled(1500), 8192);
+	case_end();
+}
+
+/* ------------------------------------------------------------------ */
+/* Writes larger than PIPE_BUF                                         */
+
+struct big {
+	struct pp_end *h;
+	uint64_t seed;
+	long target; /* bytes to write */
+	unsigned long long hist[256];
+	unsigned long long total;
+};
+
+static void *big_writer(void *arg)
+{
+	struct big *b = arg;
+	size_t cap = 200000;
+	unsigned char *buf = malloc(cap);
+	uint64_t s = b->seed;
+	if (!buf)
+		abort();
+	while ((long)b->total < b->target) {
+		size_t len = rnd(&s, 4) == 0 ? 1 + rnd(&s, 4096)
+		                            : 4097 + rnd(&s, cap - 4097 + 1);
+		gen_payload(buf, len, 99, (uint32_t)rng(&s));
+		ssize_t n = pp_write(b->h, buf, len);
+		if (n != (ssize_t)len) {
+			TFAIL("blocking write of %zu returned %zd (errno %d)", len, n,
+			      errno);
+			break;
+		}
+		for (size_t i = 0; i < len; i++)
+			b->hist[buf[i]]++;
+		b->total += len;
+		wd_tick();
+	}
+	free(buf);
+	TCHECK(pp_close(b->h) == 0);
+	return NULL;
+}
+
+static void *big_reader(void *arg)
+{
+	struct big *b = arg;
+	size_t cap = 131072;
+	unsigned char *buf = malloc(cap);
+	uint64_t s = b->seed;
+	if (!buf)
+		abort();
+	for (;;) {
+		size_t want = rnd(&s, 4) == 0 ? 1 + rnd(&s, 100) : 1 + rnd(&s, cap);
+		ssize_t n = pp_read(b->h, buf, want);
+		if (n < 0) {
+			TFAIL("read failed (errno %d)", errno);
+			break;
+		}
+		if (n == 0)
+			break;
+		if ((size_t)n > want)
+			TFAIL("read of %zu returned %zd", want, n);
+		for (ssize_t i = 0; i < n; i++)
+			b->hist[buf[i]]++;
+		b->total += (size_t)n;
+		wd_tick();
+	}
+	free(buf);
+	TCHECK(pp_close(b->h) == 0);
+	return NULL;
+}
+
+static void big_writes(void)
+{
+	enum { NW = 4 };
+	struct big *b = calloc(NW + 1, sizeof *b);
+	pthread_t th[NW + 1];
+	struct pp_end *e[2];
+	if (!b)
+		abort();
+	CHECK_EQ(pp_pipe(e, PP_NOSIGPIPE), 0);
+	for (int i = 0; i <= NW; i++) {
+		b[i].h = pp_dup(e[i < NW ? 1 : 0]);
+		CHECK(b[i].h != NULL);
+		b[i].seed = new_seed();
+		b[i].target = scaled(8L << 20);
+	}
+	CHECK_EQ(pp_close(e[0]), 0);
+	CHECK_EQ(pp_close(e[1]), 0);
+	for (int i = 0; i <= NW; i++)
+		start_thread(&th[i], i < NW ? big_writer : big_reader, &b[i]);
+	for (int i = 0; i <= NW; i++)
+		join_thread(th[i]);
+
+	unsigned long long wtot = 0, wsum = 0, rsum = 0;
+	int hist_ok = 1;
+	for (int v = 0; v < 256; v++) {
+		unsigned long long w = 0;
+		for (int i = 0; i < NW; i++)
+			w += b[i].hist[v];
+		wsum += w * (unsigned)v;
+		rsum += b[NW].hist[v] * (unsigned)v;
+		if (w != b[NW].hist[v])
+			hist_ok = 0;
+	}
+	for (int i = 0; i < NW; i++)
+		wtot += b[i].total;
+	CHECK(wtot >= (unsigned long long)NW * (unsigned long long)b[0].target);
+	CHECK_EQ(b[NW].total, wtot);
+	CHECK_EQ(rsum, wsum);
+	CHECK(hist_ok);
+	free(b);
+	case_end();
+}
+
+/* ------------------------------------------------------------------ */
+/* Close races                                                         */
+
+struct sleeper {
+	struct pp_end *h;
+	atomic_int *started;
+	size_t len;
+	ssize_t ret;
+	int err;
+};
+
+static void *eof_reader(void *arg)
+{
+	struct sleeper *c = arg;
+	unsigned char b;
+	atomic_fetch_add(c->started, 1);
+	errno = 0;
+	c->ret = pp_read(c->h, &b, 1);
+	c->err = errno;
+	wd_tick();
+	return NULL;
+}
+
+/* Last writer closes (through 1-3 handles) while 1-8 readers sleep. */
+static void close_eof_race(void)
+{
+	long iters = scaled(240);
+	uint64_t s = new_seed();
+	for (long it = 0; it < iters; it++) {
+		int n = 1 + (int)(it % 8);
+		int k = (it / 8) % 2 ? (int)rnd(&s, (size_t)n) : 0; /* bytes first */
+		int nd = 1 + (int)rnd(&s, 3);
+		struct pp_end *e[2], *w[3];
+		struct sleeper c[8];
+		pthread_t th[8];
+		atomic_int started = 0;
+		if (pp_pipe(e, PP_NOSIGPIPE) != 0) {
+			CHECK(!"pp_pipe");
+			return;
+		}
+		w[0] = e[1];
+		for (int d = 1; d < nd; d++) {
+			w[d] = pp_dup(e[1]);
+			CHECK(w[d] != NULL);
+		}
+		for (int i = 0; i < n; i++) {
+			c[i] = (struct sleeper){e[0], &started, 1, -2, 0};
+			start_thread(&th[i], eof_reader, &c[i]);
+		}
+		while (atomic_load(&started) < n)
+			sched_yield();
+		jitter(&s, 2000);
+		for (int i = 0; i < k; i++) {
+			unsigned char b = (unsigned char)i;
+			CHECK_EQ(pp_write(w[rnd(&s, (size_t)nd)], &b, 1), 1);
+		}
+		for (int d = 0; d < nd; d++)
+			CHECK_EQ(pp_close(w[d]), 0);
+		int got1 = 0, got0 = 0;
+		for (int i = 0; i < n; i++) {
+			join_thread(th[i]);
+			if (c[i].ret == 1)
+				got1++;
+			else if (c[i].ret == 0)
+				got0++;
+			else
+				fprintf(stderr, "iteration %ld: reader %d got %zd errno %d\n",
+				        it, i, c[i].ret, c[i].err);
+		}
+		if (got1 != k || got0 != n - k) {
+			fprintf(stderr, "iteration %ld: %d readers, %d bytes written "
+			        "before close: %d got a byte, %d got EOF\n", it, n, k, got1,
+			        got0);
+			CHECK(!"wrong mix of bytes and end of file");
+		}
+		unsigned char b;
+		CHECK_EQ(pp_read(e[0], &b, 1), 0);
+		CHECK(pp_events(e[0]) & POLLHUP);
+		CHECK_EQ(pp_close(e[0]), 0);
+		wd_tick();
+		if (t_case_failed)
+			break;
+	}
+	case_end();
+}
+
+static void *epipe_writer(void *arg)
+{
+	struct sleeper *c = arg;
+	unsigned char buf[8192];
+	memset(buf, 0x5a, sizeof buf);
+	atomic_fetch_add(c->started, 1);
+	errno = 0;
+	c->ret = pp_write(c->h, buf, c->len);
+	c->err = errno;
+	wd_tick();
+	return NULL;
+}
+
+struct closer {
+	struct pp_end *h;
+	atomic_int *go;
+	atomic_int *ready;
+	int ret;
+};
+
+static void *closer_main(void *arg)
+{
+	struct closer *c = arg;
+	atomic_fetch_add(c->ready, 1);
+	while (!atomic_load(c->go))
+		sched_yield();
+	c->ret = pp_close(c->h);
+	return NULL;
+}
+
+/* Last reader closes (1-3 handles, concurrently) while 1-8 writers sleep. */
+static void close_epipe_race(void)
+{
+	long iters = scaled(240);
+	uint64_t s = new_seed();
+	for (long it = 0; it < iters; it++) {
+		int n = 1 + (int)(it % 8);
+		int nd = 1 + (int)rnd(&s, 3);
+		long size = rnd(&s, 2) ? 4096 : 65536;
+		struct pp_end *e[2];
+		struct sleeper c[8];
+		struct closer cl[3];
+		pthread_t th[8], ct[3];
+		atomic_int started = 0, go = 0, ready = 0;
+		unsigned char page[4096];
+		if (pp_pipe(e, PP_NOSIGPIPE) != 0) {
+			CHECK(!"pp_pipe");
+			return;
+		}
+		CHECK_EQ(pp_setsize(e[0], (size_t)size), size);
+		memset(page, 0xa5, sizeof page);
+		for (long f = 0; f < size / 4096; f++)
+			CHECK_EQ(pp_write(e[1], page, 4096), 4096);
+		CHECK_EQ(pp_nread(e[1]), size);
+		for (int d = 0; d < nd; d++) {
+			cl[d] = (struct closer){d ? pp_dup(e[0]) : e[0], &go, &ready, -2};
+			CHECK(cl[d].h != NULL);
+		}
+		for (int i = 0; i < n; i++) {
+			c[i] = (struct sleeper){e[1], &started, 1 + rnd(&s, 8192), -2, 0};
+			start_thread(&th[i], epipe_writer, &c[i]);
+		}
+		for (int d = 0; d < nd; d++)
+			start_thread(&ct[d], closer_main, &cl[d]);
+		while (atomic_load(&started) < n || atomic_load(&ready) < nd)
+			sched_yield();
+		jitter(&s, 2000);
+		atomic_store(&go, 1);
+		for (int d = 0; d < nd; d++) {
+			join_thread(ct[d]);
+			CHECK_EQ(cl[d].ret, 0);
+		}
+		for (int i = 0; i < n; i++) {
+			join_thread(th[i]);
+			if (c[i].ret != -1 || c[i].err != EPIPE) {
+				fprintf(stderr, "iteration %ld: writer %d of %d (write of %zu "
+				        "on a full pipe) got %zd errno %d, want -1 EPIPE\n", it,
+				        i, n, c[i].len, c[i].ret, c[i].err);
+				CHECK(!"sleeping writer did not get EPIPE");
+			}
+		}
+		CHECK_ERR(pp_write(e[1], page, 1), EPIPE);
+		CHECK(pp_events(e[1]) & POLLERR);
+		CHECK_EQ(pp_close(e[1]), 0);
+		wd_tick();
+		if (t_case_failed)
+			break;
+	}
+	case_end();
+}
+
+struct duper {
+	struct pp_end *r, *w;
+	atomic_int *go, *ready;
+	size_t wrote;
+	uint64_t seed;
+	int rc;
+};
+
+static void *duper_main(void *arg)
+{
+	struct duper *c = arg;
+	uint64_t s = c->seed;
+	unsigned char buf[128];
+	size_t len = 1 + rnd(&s, sizeof buf);
+	memset(buf, 0x33, sizeof buf);
+	ssize_t n = pp_write(c->w, buf, len);
+	if (n != (ssize_t)len)
+		TFAIL("write of %zu returned %zd (errno %d)", len, n, errno);
+	else
+		c->wrote = len;
+	atomic_fetch_add(c->ready, 1);
+	while (!atomic_load(c->go))
+		sched_yield();
+	/* dup and close in a burst, racing the other threads doing the same */
+	for (int i = 0; i < 4; i++) {
+		struct pp_end *d = pp_dup(rnd(&s, 2) ? c->r : c->w);
+		if (!d)
+			TFAIL("pp_dup failed (errno %d)", errno);
+		else if (pp_close(d) != 0)
+			TFAIL("pp_close of a dup failed (errno %d)", errno);
+	}
+	if (rnd(&s, 2)) {
+		c->rc = pp_close(c->w) | pp_close(c->r);
+	} else {
+		c->rc = pp_close(c->r) | pp_close(c->w);
+	}
+	return NULL;
+}
+
+struct observer {
+	struct pp_end *h;
+	unsigned long long total;
+	int err;
+};
+
+static void *observer_main(void *arg)
+{
+	struct observer *o = arg;
+	unsigned char buf[300];
+	for (;;) {
+		ssize_t n = pp_read(o->h, buf, 1 + (size_t)(o->total % sizeof buf));
+		if (n <= 0) {
+			o->err = n < 0 ? errno : 0;
+			break;
+		}
+		o->total += (size_t)n;
+		wd_tick();
+	}
+	TCHECK(pp_close(o->h) == 0);
+	return NULL;
+}
+
+/* Many threads close dup'd handles of both ends at once. */
+static void close_dup_race(void)
+{
+	long iters = scaled(200);
+	uint64_t s = new_seed();
+	for (long it = 0; it < iters; it++) {
+		int k = 2 + (int)rnd(&s, 5);
+		struct pp_end *e[2];
+		struct duper d[6];
+		struct observer o = {0};
+		pthread_t th[6], ot;
+		atomic_int go = 0, ready = 0;
+		if (pp_pipe(e, PP_NOSIGPIPE) != 0) {
+			CHECK(!"pp_pipe");
+			return;
+		}
+		o.h = pp_dup(e[0]);
+		CHECK(o.h != NULL);
+		for (int i = 0; i < k; i++) {
+			d[i] = (struct duper){pp_dup(e[0]), pp_dup(e[1]), &go, &ready, 0,
+			                      new_seed(), -2};
+			CHECK(d[i].r && d[i].w);
+			start_thread(&th[i], duper_main, &d[i]);
+		}
+		start_thread(&ot, observer_main, &o);
+		while (atomic_load(&ready) < k)
+			sched_yield();
+		atomic_store(&go, 1);
+		/* the originals go in the same burst */
+		CHECK_EQ(pp_close(e[1]), 0);
+		CHECK_EQ(pp_close(e[0]), 0);
+		unsigned long long want = 0;
+		for (int i = 0; i < k; i++) {
+			join_thread(th[i]);
+			CHECK_EQ(d[i].rc, 0);
+			want += d[i].wrote;
+		}
+		join_thread(ot);
+		CHECK_EQ(o.err, 0);
+		CHECK_EQ(o.total, want);
+		wd_tick();
+		if (t_case_failed)
+			break;
+	}
+	case_end();
+}
+
+/* ------------------------------------------------------------------ */
+/* pp_fd's first call, from many threads at once                       */
+
+struct fdcall {
+	struct pp_end *h;
+	atomic_int *go, *ready;
+	int fd;
+};
+
+static void *fdcall_main(void *arg)
+{
+	struct fdcall *c = arg;
+	atomic_fetch_add(c->ready, 1);
+	while (!atomic_load(c->go))
+		sched_yield();
+	c->fd = pp_fd(c->h);
+	return NULL;
+}
+
+static int count_fds(void)
+{
+	int n = 0;
+	for (int fd = 0; fd < 4096; fd++)
+		if (fcntl(fd, F_GETFD) != -1)
+			n++;
+	return n;
+}
+
+/*
+ * pp_fd() makes its descriptor on the first call: racing first calls on an
+ * end must all get the same one, and none may leak once the pipe is gone.
+ */
+static void fd_first_call_race(void)
+{
+	long iters = scaled(200);
+	int before = count_fds();
+	for (long it = 0; it < iters && !t_case_failed; it++) {
+		struct pp_end *e[2];
+		struct fdcall c[6];
+		pthread_t th[6];
+		atomic_int go = 0, ready = 0;
+		CHECK_EQ(pp_pipe(e, PP_NOSIGPIPE), 0);
+		for (int i = 0; i < 6; i++) {
+			c[i] = (struct fdcall){e[i % 2], &go, &ready, -2};
+			start_thread(&th[i], fdcall_main, &c[i]);
+		}
+		while (atomic_load(&ready) < 6)
+			sched_yield();
+		atomic_store(&go, 1);
+		for (int i = 0; i < 6; i++)
+			join_thread(th[i]);
+		for (int i = 0; i < 6; i++) {
+			CHECK(c[i].fd >= 0);
+			if (c[i].fd != c[i % 2].fd) {
+				fprintf(stderr, "iteration %ld: %s end: pp_fd gave %d and %d "
+				        "to racing first calls\n", it, i % 2 ? "write" : "read",
+				        c[i % 2].fd, c[i].fd);
+				CHECK(!"racing pp_fd calls got different descriptors");
+			}
+		}
+		CHECK(c[0].fd != c[1].fd);
+		CHECK_EQ(pp_fd(e[0]), c[0].fd);
+		CHECK_EQ(pp_close(e[0]), 0);
+		CHECK_EQ(pp_close(e[1]), 0);
+		wd_tick();
+	}
+	CHECK_EQ(count_fds(), before);
+	case_end();
+}
+
+int main(void)
+{
+	setvbuf(stderr, NULL, _IOLBF, 0);
+	init_scale();
+	wd_init();
+	g_seed = (uint64_t)time(NULL);
+	if (getenv("PP_STRESS_SEED"))
+		g_seed = strtoull(getenv("PP_STRESS_SEED"), NULL, 0);
+	fprintf(stderr, "stress: PP_STRESS_SEED=%llu scale %.2f\n",
+	        (unsigned long long)g_seed, g_scale);
+
+	CASE(records_stream);
+	CASE(records_fixed);
+	CASE(records_writev);
+	CASE(records_packet);
+	CASE(big_writes);
+	CASE(resize_race);
+	CASE(nonblock_poll);
+	CASE(close_eof_race);
+	CASE(close_epipe_race);
+	CASE(close_dup_race);
+	CASE(fd_first_call_race);
+	return T_DONE();
+}
