@@ -92,6 +92,7 @@ PP_API struct pp_end *pp_dup(struct pp_end *end)
 	if (!e)
 		return NULL;
 	/* The caller's handle keeps the side open while we add one. */
+	atomic_fetch_add(&r->refs, 1);
 	pp_lock(&r->lock);
 	atomic_fetch_add(&r->handles[end->side], 1);
 	pp_unlock(&r->lock);

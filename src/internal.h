@@ -182,6 +182,7 @@ struct pp_ring {
 	 * non-zero; the count itself is changed only under the lock. */
 	_Atomic uint32_t handles[2];
 	_Atomic int flags[2]; /* status flags per side, shared by dup handles */
+	_Atomic uint32_t refs; /* handles alive; the last to go frees the ring */
 
 	/* Sleepers.  A thread about to sleep reads the sequence word, counts
 	 * itself in sleepers[] and unlocks; whoever changes what it waits for

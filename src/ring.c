@@ -97,6 +97,7 @@ struct pp_ring *pp_ring_new(int flags)
 	atomic_init(&r->max_usage, PP_DEFAULT_PAGES);
 	atomic_init(&r->handles[PP_READ], 1);
 	atomic_init(&r->handles[PP_WRITE], 1);
+	atomic_init(&r->refs, 2);
 	atomic_init(&r->flags[PP_READ], flags);
 	atomic_init(&r->flags[PP_WRITE], flags);
 	r->efd[PP_READ] = r->efd[PP_WRITE] = -1;
@@ -507,30 +508,34 @@ ssize_t pp_ring_read(struct pp_ring *r, int fl, struct pp_iter *it)
 
 /*
  * Drop one handle of side.  The last one closes the side: everyone asleep
- * on the other side is woken to see EOF or EPIPE.  The wakes go out under
- * the lock here, unlike elsewhere, because once we unlock the closer of the
- * other side may free the ring.  Returns true when both sides are closed
- * and the caller must free the ring.
+ * on the other side is woken to see EOF or EPIPE.  Returns true when the
+ * caller must free the ring.
+ *
+ * Who frees is decided by refs, one per handle, counted down only after
+ * the closer has dropped the lock and sent its wakes: an unlock still
+ * touches the lock after releasing it (it reads `sleepers`), so deciding
+ * under the lock would let another handle's closer free the ring under
+ * our feet.
  */
 bool pp_ring_drop_handle(struct pp_ring *r, int side)
 {
-	bool unused;
+	int other = 1 - side;
+	bool wake = false;
 	pp_lock(&r->lock);
 	uint32_t left = LOAD(r->handles[side]) - 1;
 	atomic_store_explicit(&r->handles[side], left, RELAXED);
 	if (!left) {
-		int other = 1 - side;
-		if (ring_mark_wake(r, other))
-			pp_futex_wake(&r->seq[other], INT_MAX);
+		wake = ring_mark_wake(r, other);
 		if (r->efd[side] >= 0) {
 			close(r->efd[side]);
 			r->efd[side] = -1;
 		}
 		ring_efd_update(r, false);
 	}
-	unused = !LOAD(r->handles[PP_READ]) && !LOAD(r->handles[PP_WRITE]);
 	pp_unlock(&r->lock);
-	return unused;
+	if (wake)
+		pp_futex_wake(&r->seq[other], INT_MAX);
+	return atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) == 1;
 }
 
 /* ---- size ------------------------------------------------------------ */
