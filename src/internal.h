@@ -81,6 +81,12 @@ static inline void pp_cpu_relax(void)
 /* Spin iterations a waiter may burn before it sleeps: 0 on one CPU, where
  * spinning only delays the thread that would make progress. */
 extern unsigned pp_spin_limit;
+/* The same for a thread waiting for the ring lock, which is held only for
+ * short copies: much shorter, so that when the holder has been preempted
+ * (more threads than CPUs) waiters sleep instead of burning its CPU. */
+extern unsigned pp_lock_spin_limit;
+/* Pauses a reader of a stream of small writes waits to let them gather. */
+extern unsigned pp_gather_pauses;
 
 /* ---- the lock ------------------------------------------------------- */
 

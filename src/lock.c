@@ -19,6 +19,10 @@
 #define SPIN_NS 50000
 
 unsigned pp_spin_limit = 2000;
+unsigned pp_lock_spin_limit = 200;
+unsigned pp_gather_pauses = 40;
+#define LOCK_SPIN_NS 5000
+#define GATHER_NS 4000
 
 static double now_ns(void)
 {
@@ -38,6 +42,8 @@ __attribute__((constructor)) static void pp_spin_init(void)
 		budget = atol(env);
 	if (sysconf(_SC_NPROCESSORS_ONLN) <= 1 || budget <= 0) {
 		pp_spin_limit = 0;
+		pp_lock_spin_limit = 0;
+		pp_gather_pauses = 0;
 		return;
 	}
 	double t0 = now_ns();
@@ -48,11 +54,16 @@ __attribute__((constructor)) static void pp_spin_init(void)
 		per = 1;
 	double n = budget / per;
 	pp_spin_limit = n > 1e6 ? 1000000u : n < 16 ? 16u : (unsigned)n;
+	n = LOCK_SPIN_NS / per;
+	pp_lock_spin_limit = n > 1e5 ? 100000u : n < 16 ? 16u : (unsigned)n;
+	env = getenv("PP_GATHER_NS");
+	n = (env ? atol(env) : GATHER_NS) / per;
+	pp_gather_pauses = n > 1e5 ? 100000u : n < 0 ? 0u : (unsigned)n;
 }
 
 void pp_lock_slow(struct pp_lock *l, uint32_t ticket)
 {
-	for (unsigned i = 0; i < pp_spin_limit; i++) {
+	for (unsigned i = 0; i < pp_lock_spin_limit; i++) {
 		pp_cpu_relax();
 		if (atomic_load_explicit(&l->serving, memory_order_acquire) == ticket)
 			return;

@@ -144,6 +144,40 @@ static bool ring_mark_wake(struct pp_ring *r, int side)
 	return true;
 }
 
+/* Spin, without the lock and reading only, until side's condition looks
+ * true or the spin budget is spent.  The pauses between looks grow, so as
+ * not to keep stealing the cache line from the thread making progress. */
+static void ring_spin(struct pp_ring *r, int side)
+{
+	for (unsigned spun = 0, step = 1; spun < pp_spin_limit; spun += step) {
+		for (unsigned i = 0; i < step; i++)
+			pp_cpu_relax();
+		if (ring_ready(r, side))
+			return;
+		if (step < 64)
+			step <<= 1;
+	}
+}
+
+/*
+ * Gathering.  A blocking reader that finds nothing but a lone, partly
+ * filled buffer is most likely reading a stream of small writes as fast as
+ * they come.  If it took the lock at once it would do so every two or three
+ * bytes, and each time the writer would lose the lock's, the slot's and the
+ * page's cache lines and need a fresh page.  So it first pauses for about
+ * pp_gather_pauses (a microsecond or two), looking at nothing (a look
+ * would cost the writer a cache miss too), then takes what has gathered.
+ * A reader that finds the pipe empty (a ping-pong, a slow writer) does not
+ * pause: it spins and takes the data the moment it comes.
+ */
+static void ring_gather(struct pp_ring *r)
+{
+	if (LOAD(r->head) - LOAD(r->tail) != 1)
+		return;
+	for (unsigned i = 0; i < pp_gather_pauses; i++)
+		pp_cpu_relax();
+}
+
 /*
  * Wait, with the lock held, until side's condition may hold; returns with
  * the lock held, 0 or EINTR.  wake_side >= 0: a wake of that side that the
@@ -156,16 +190,7 @@ static int ring_wait(struct pp_ring *r, int side, int wake_side, bool moved)
 	pp_unlock(&r->lock);
 	if (wake_side >= 0)
 		pp_futex_wake(&r->seq[wake_side], 1);
-	/* Spin with growing pauses, reading only, so as not to steal the
-	 * cache line from the thread that is making progress. */
-	for (unsigned spun = 0, step = 1; spun < pp_spin_limit; spun += step) {
-		for (unsigned i = 0; i < step; i++)
-			pp_cpu_relax();
-		if (ring_ready(r, side))
-			break;
-		if (step < 64)
-			step <<= 1;
-	}
+	ring_spin(r, side);
 	pp_lock(&r->lock);
 	if (ring_ready(r, side))
 		return 0;
@@ -435,6 +460,15 @@ ssize_t pp_ring_read(struct pp_ring *r, int fl, struct pp_iter *it)
 	bool at_ready = false, was_full, waited = false, wake_rd, wake_wr;
 	int err = 0;
 
+	/* A blocking reader that finds the pipe empty spins before it takes
+	 * the lock: taking it just to see nothing would pull the lock's cache
+	 * line away from a writer in the middle of a stream of small writes. */
+	if (!(fl & PP_NONBLOCK)) {
+		if (!ring_ready(r, PP_READ))
+			ring_spin(r, PP_READ);
+		else
+			ring_gather(r);
+	}
 	pp_lock(&r->lock);
 	was_full = ring_full(r);
 	for (;;) {
