@@ -147,16 +147,18 @@ static bool ring_mark_wake(struct pp_ring *r, int side)
 /* Spin, without the lock and reading only, until side's condition looks
  * true or the spin budget is spent.  The pauses between looks grow, so as
  * not to keep stealing the cache line from the thread making progress. */
-static void ring_spin(struct pp_ring *r, int side)
+static unsigned ring_spin(struct pp_ring *r, int side)
 {
-	for (unsigned spun = 0, step = 1; spun < pp_spin_limit; spun += step) {
+	unsigned spun = 0;
+	for (unsigned step = 1; spun < pp_spin_limit; spun += step) {
 		for (unsigned i = 0; i < step; i++)
 			pp_cpu_relax();
 		if (ring_ready(r, side))
-			return;
+			break;
 		if (step < 64)
 			step <<= 1;
 	}
+	return spun; /* pauses spent; >= pp_spin_limit if it gave up */
 }
 
 /*
@@ -164,18 +166,26 @@ static void ring_spin(struct pp_ring *r, int side)
  * filled buffer is most likely reading a stream of small writes as fast as
  * they come.  If it took the lock at once it would do so every two or three
  * bytes, and each time the writer would lose the lock's, the slot's and the
- * page's cache lines and need a fresh page.  So it first pauses for about
- * pp_gather_pauses (a microsecond or two), looking at nothing (a look
- * would cost the writer a cache miss too), then takes what has gathered.
- * A reader that finds the pipe empty (a ping-pong, a slow writer) does not
- * pause: it spins and takes the data the moment it comes.
+ * page's cache lines and need a fresh page.  So it first pauses for up to
+ * pp_gather_pauses (a few microseconds), looking only rarely (a look costs
+ * the writer a cache miss too), then takes what has gathered.
+ * A reader that finds the pipe empty spins, and if data comes within the
+ * first few pauses (a writer streaming faster than the reader drains) it
+ * gathers too; if it comes later (a ping-pong, a slow writer) it takes the
+ * data the moment it comes.
  */
+#define GATHER_QUICK 3 /* pauses: data this soon means a stream */
+#define GATHER_LOOK 16 /* pauses between looks while gathering */
 static void ring_gather(struct pp_ring *r)
 {
-	if (LOAD(r->head) - LOAD(r->tail) != 1)
-		return;
-	for (unsigned i = 0; i < pp_gather_pauses; i++)
+	/* Look again only every GATHER_LOOK pauses: once a second buffer
+	 * shows up there is plenty to take, and waiting on would only let
+	 * the pipe fill and stall the writer. */
+	for (unsigned i = 0; i < pp_gather_pauses; i++) {
+		if (i % GATHER_LOOK == 0 && LOAD(r->head) - LOAD(r->tail) != 1)
+			return;
 		pp_cpu_relax();
+	}
 }
 
 /*
@@ -464,9 +474,7 @@ ssize_t pp_ring_read(struct pp_ring *r, int fl, struct pp_iter *it)
 	 * the lock: taking it just to see nothing would pull the lock's cache
 	 * line away from a writer in the middle of a stream of small writes. */
 	if (!(fl & PP_NONBLOCK)) {
-		if (!ring_ready(r, PP_READ))
-			ring_spin(r, PP_READ);
-		else
+		if (ring_ready(r, PP_READ) || ring_spin(r, PP_READ) <= GATHER_QUICK)
 			ring_gather(r);
 	}
 	pp_lock(&r->lock);
