@@ -170,7 +170,8 @@ PP_API int pp_pool_stats(struct pp_pool_stats *st)
 	return 0;
 }
 
-PP_API long pp_pool_setcache(long pages)
+/* Set one of the pool's bounds; the old value, or -1 with EINVAL. */
+static long pool_set(long *bound, long pages, bool trim)
 {
 	long old;
 	if (pages < 0) {
@@ -178,11 +179,22 @@ PP_API long pp_pool_setcache(long pages)
 		return -1;
 	}
 	pp_lock(&pool_lock);
-	old = pool.cache_max;
-	pool.cache_max = pages;
-	trim_to(pages);
+	old = *bound;
+	*bound = pages;
+	if (trim)
+		trim_to(pages);
 	pp_unlock(&pool_lock);
 	return old;
+}
+
+PP_API long pp_pool_setcache(long pages)
+{
+	return pool_set(&pool.cache_max, pages, true);
+}
+
+PP_API long pp_pool_setlimit(long pages)
+{
+	return pool_set(&pool.limit, pages, false);
 }
 
 PP_API long pp_pool_trim(void)
@@ -194,16 +206,3 @@ PP_API long pp_pool_trim(void)
 	return n;
 }
 
-PP_API long pp_pool_setlimit(long pages)
-{
-	long old;
-	if (pages < 0) {
-		errno = EINVAL;
-		return -1;
-	}
-	pp_lock(&pool_lock);
-	old = pool.limit;
-	pool.limit = pages;
-	pp_unlock(&pool_lock);
-	return old;
-}

@@ -44,7 +44,11 @@ static _Atomic long pp_max_size = 1048576;
 
 /* ---- iterators over the caller's iovecs ------------------------------- */
 
-static void iter_from(struct pp_iter *it, unsigned char *dst, size_t n)
+enum iter_dir { ITER_FROM_USER, ITER_TO_USER, ITER_SKIP };
+
+/* Move n bytes (n <= it->left) between the caller's iovecs and page, in
+ * the direction given, or just step over them; advances the iterator. */
+static void iter_move(struct pp_iter *it, unsigned char *page, size_t n, enum iter_dir dir)
 {
 	it->left -= n;
 	while (n) {
@@ -55,29 +59,30 @@ static void iter_from(struct pp_iter *it, unsigned char *dst, size_t n)
 			continue;
 		}
 		size_t c = avail < n ? avail : n;
-		memcpy(dst, (const unsigned char *)it->iov->iov_base + it->off, c);
-		dst += c;
+		unsigned char *user = (unsigned char *)it->iov->iov_base + it->off;
+		if (dir == ITER_FROM_USER)
+			memcpy(page, user, c);
+		else if (dir == ITER_TO_USER)
+			memcpy(user, page, c);
+		page += c;
 		n -= c;
 		it->off += c;
 	}
 }
 
-static void iter_to(struct pp_iter *it, const unsigned char *src, size_t n)
+static inline void iter_from(struct pp_iter *it, unsigned char *dst, size_t n)
 {
-	it->left -= n;
-	while (n) {
-		size_t avail = it->iov->iov_len - it->off;
-		if (!avail) {
-			it->iov++;
-			it->off = 0;
-			continue;
-		}
-		size_t c = avail < n ? avail : n;
-		memcpy((unsigned char *)it->iov->iov_base + it->off, src, c);
-		src += c;
-		n -= c;
-		it->off += c;
-	}
+	iter_move(it, dst, n, ITER_FROM_USER);
+}
+
+static inline void iter_to(struct pp_iter *it, unsigned char *src, size_t n)
+{
+	iter_move(it, src, n, ITER_TO_USER);
+}
+
+static inline void iter_skip(struct pp_iter *it, size_t n)
+{
+	iter_move(it, NULL, n, ITER_SKIP);
 }
 
 /* ---- life ---------------------------------------------------------- */
@@ -252,23 +257,6 @@ static inline size_t min_size(size_t a, size_t b)
 /* Most pages a writer fills outside the lock in one go, and most buffers a
  * reader takes out of the ring to copy outside the lock (on its stack). */
 #define BATCH_MAX 64
-
-/* Advance an iterator by n bytes without copying. */
-static void iter_skip(struct pp_iter *it, size_t n)
-{
-	it->left -= n;
-	while (n) {
-		size_t avail = it->iov->iov_len - it->off;
-		if (!avail) {
-			it->iov++;
-			it->off = 0;
-			continue;
-		}
-		size_t c = avail < n ? avail : n;
-		n -= c;
-		it->off += c;
-	}
-}
 
 /*
  * Put a filled page at head, under the lock.  Filling an empty pipe is the
