@@ -151,12 +151,16 @@ static ssize_t iov_total(const struct iovec *iov, int iovcnt)
 	return (ssize_t)total;
 }
 
-static ssize_t do_io(struct pp_end *end, int side, const struct iovec *iov, int iovcnt)
+static inline ssize_t do_io(struct pp_end *end, int side, const struct iovec *iov, int iovcnt)
 {
 	struct pp_ring *r = end_for(end, side);
 	if (!r)
 		return -1;
-	ssize_t total = iov_total(iov, iovcnt);
+	ssize_t total;
+	if (iovcnt == 1 && iov && iov->iov_base && iov->iov_len <= (size_t)SSIZE_MAX)
+		total = (ssize_t)iov->iov_len; /* pp_read/pp_write: nothing to add up */
+	else
+		total = iov_total(iov, iovcnt);
 	if (total <= 0)
 		return total;
 	struct pp_iter it = {

@@ -48,7 +48,8 @@ enum iter_dir { ITER_FROM_USER, ITER_TO_USER, ITER_SKIP };
 
 /* Move n bytes (n <= it->left) between the caller's iovecs and page, in
  * the direction given, or just step over them; advances the iterator. */
-static void iter_move(struct pp_iter *it, unsigned char *page, size_t n, enum iter_dir dir)
+static inline void iter_move(struct pp_iter *it, unsigned char *page, size_t n,
+                             enum iter_dir dir)
 {
 	it->left -= n;
 	while (n) {
