@@ -127,9 +127,10 @@ static inline void pp_unlock(struct pp_lock *l)
 
 /* ---- pages ------------------------------------------------------------ */
 
-/* Handle 0 names no page. */
+/* Handle 0 names no page.  A page comes with one reference; pp_page_put
+ * drops one, and the last one sends the page back to the pool. */
 uint32_t pp_page_get(void);          /* 0 with errno ENOMEM when none */
-void pp_page_put(uint32_t page);     /* back to the pool */
+void pp_page_put(uint32_t page);
 /* Up to n pages into pages[]: how many (0 with errno ENOMEM). */
 unsigned pp_page_get_many(uint32_t *pages, unsigned n);
 void pp_page_put_many(const uint32_t *pages, unsigned n);
@@ -142,15 +143,32 @@ void pp_page_put_many(const uint32_t *pages, unsigned n);
 #define PP_DIR_ROOT 4096u /* 4M handles = 16 GiB of pages */
 
 struct pp_page_slot {
-	void *addr;    /* mapping, NULL while the handle is free */
-	uint32_t next; /* link in the pool's idle or free-handle list */
+	void *addr;            /* mapping, NULL while the handle is free */
+	uint32_t next;         /* link in the pool's idle or free-handle list */
+	_Atomic uint32_t refs; /* buffers (in any pipe) and threads holding it */
 };
 
 extern struct pp_page_slot *pp_page_dir[PP_DIR_ROOT];
 
+static inline struct pp_page_slot *pp_page_slot(uint32_t page)
+{
+	return &pp_page_dir[page >> PP_DIR_LEAF_BITS][page & (PP_DIR_LEAF - 1)];
+}
+
 static inline unsigned char *pp_page_addr(uint32_t page)
 {
-	return pp_page_dir[page >> PP_DIR_LEAF_BITS][page & (PP_DIR_LEAF - 1)].addr;
+	return pp_page_slot(page)->addr;
+}
+
+/* One more reference to a page someone already holds. */
+static inline void pp_page_ref(uint32_t page)
+{
+	atomic_fetch_add_explicit(&pp_page_slot(page)->refs, 1, memory_order_relaxed);
+}
+
+static inline uint32_t pp_page_refs(uint32_t page)
+{
+	return atomic_load_explicit(&pp_page_slot(page)->refs, memory_order_acquire);
 }
 
 /* ---- the ring ------------------------------------------------------- */
@@ -164,6 +182,25 @@ struct pp_buf {
 };
 #define PP_BUF_CAN_MERGE 0x1 /* a later write may append to this page */
 #define PP_BUF_PACKET 0x2    /* a read takes the whole buffer or what fits, never more */
+#define PP_BUF_KIND_SHIFT 8  /* flags >> this: index into pp_buf_kinds */
+
+/*
+ * What a buffer's page is, and how to hold and let go of it: the seed's
+ * "structure full of method pointers".  The ring calls these and never
+ * asks which kind it holds.
+ */
+struct pp_buf_ops {
+	void (*get)(uint32_t page);                   /* one more reference */
+	void (*put)(const uint32_t *pages, unsigned n); /* drop one each */
+	bool (*owned)(uint32_t page); /* may a write append to it: one reference, ours */
+};
+enum { PP_KIND_ANON = 0, PP_KINDS };
+extern const struct pp_buf_ops *const pp_buf_kinds[PP_KINDS];
+
+static inline const struct pp_buf_ops *pp_buf_ops_of(uint32_t flags)
+{
+	return pp_buf_kinds[flags >> PP_BUF_KIND_SHIFT];
+}
 
 enum { PP_READ = 0, PP_WRITE = 1 };
 

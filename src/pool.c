@@ -34,17 +34,13 @@ static struct {
 	long limit;
 } pool = { .next_new = 1, .cache_max = 64 };
 
-static struct pp_page_slot *slot_of(uint32_t h)
-{
-	return &pp_page_dir[h >> PP_DIR_LEAF_BITS][h & (PP_DIR_LEAF - 1)];
-}
 
 /* A handle with no page behind it, or 0.  Called with pool_lock held. */
 static uint32_t handle_new(void)
 {
 	uint32_t h = pool.free_head;
 	if (h) {
-		pool.free_head = slot_of(h)->next;
+		pool.free_head = pp_page_slot(h)->next;
 		return h;
 	}
 	h = pool.next_new;
@@ -62,7 +58,7 @@ static uint32_t handle_new(void)
 
 static void handle_release(uint32_t h)
 {
-	struct pp_page_slot *s = slot_of(h);
+	struct pp_page_slot *s = pp_page_slot(h);
 	munmap(s->addr, PP_PAGE_SIZE);
 	s->addr = NULL;
 	s->next = pool.free_head;
@@ -78,7 +74,7 @@ static uint32_t page_take(void)
 		return 0;
 	h = pool.idle_head;
 	if (h) {
-		pool.idle_head = slot_of(h)->next;
+		pool.idle_head = pp_page_slot(h)->next;
 		pool.idle--;
 	} else {
 		void *p = mmap(NULL, PP_PAGE_SIZE, PROT_READ | PROT_WRITE,
@@ -90,9 +86,10 @@ static uint32_t page_take(void)
 			munmap(p, PP_PAGE_SIZE);
 			return 0;
 		}
-		slot_of(h)->addr = p;
+		pp_page_slot(h)->addr = p;
 	}
 	pool.in_use++;
+	atomic_store_explicit(&pp_page_slot(h)->refs, 1, memory_order_relaxed);
 	return h;
 }
 
@@ -100,7 +97,7 @@ static void page_give(uint32_t h)
 {
 	pool.in_use--;
 	if (pool.idle < pool.cache_max) {
-		slot_of(h)->next = pool.idle_head;
+		pp_page_slot(h)->next = pool.idle_head;
 		pool.idle_head = h;
 		pool.idle++;
 	} else {
@@ -122,13 +119,43 @@ unsigned pp_page_get_many(uint32_t *pages, unsigned n)
 
 void pp_page_put_many(const uint32_t *pages, unsigned n)
 {
-	if (!n)
-		return;
-	pp_lock(&pool_lock);
-	for (unsigned i = 0; i < n; i++)
+	bool locked = false;
+	for (unsigned i = 0; i < n; i++) {
+		/* acq_rel: the last holder must see every other holder's use
+		 * of the page done before it goes back for reuse. */
+		if (atomic_fetch_sub_explicit(&pp_page_slot(pages[i])->refs, 1,
+		                              memory_order_acq_rel) != 1)
+			continue;
+		if (!locked) {
+			pp_lock(&pool_lock);
+			locked = true;
+		}
 		page_give(pages[i]);
-	pp_unlock(&pool_lock);
+	}
+	if (locked)
+		pp_unlock(&pool_lock);
 }
+
+/* Anonymous pages: the pool's own. */
+static void anon_get(uint32_t page)
+{
+	pp_page_ref(page);
+}
+
+static bool anon_owned(uint32_t page)
+{
+	return pp_page_refs(page) == 1;
+}
+
+static const struct pp_buf_ops anon_ops = {
+	.get = anon_get,
+	.put = pp_page_put_many,
+	.owned = anon_owned,
+};
+
+const struct pp_buf_ops *const pp_buf_kinds[PP_KINDS] = {
+	[PP_KIND_ANON] = &anon_ops,
+};
 
 uint32_t pp_page_get(void)
 {
@@ -147,7 +174,7 @@ static long trim_to(long keep)
 	long n = 0;
 	while (pool.idle > keep) {
 		uint32_t h = pool.idle_head;
-		pool.idle_head = slot_of(h)->next;
+		pool.idle_head = pp_page_slot(h)->next;
 		pool.idle--;
 		handle_release(h);
 		n++;

@@ -115,7 +115,7 @@ void pp_ring_free(struct pp_ring *r)
 	struct pp_buf *bufs = pp_ring_bufs(r);
 	uint32_t mask = r->ring_size - 1;
 	for (uint32_t i = LOAD(r->tail); i != LOAD(r->head); i++)
-		pp_page_put(bufs[i & mask].page);
+		pp_buf_ops_of(bufs[i & mask].flags)->put(&bufs[i & mask].page, 1);
 	for (int s = 0; s < 2; s++)
 		if (r->efd[s] >= 0)
 			close(r->efd[s]);
@@ -273,7 +273,8 @@ static void ring_push(struct pp_ring *r, uint32_t page, uint32_t len, int fl,
 		.page = page,
 		.offset = 0,
 		.len = len,
-		.flags = (fl & PP_PACKET) ? PP_BUF_PACKET : PP_BUF_CAN_MERGE,
+		.flags = ((fl & PP_PACKET) ? PP_BUF_PACKET : PP_BUF_CAN_MERGE) |
+		         PP_KIND_ANON << PP_BUF_KIND_SHIFT,
 	};
 	atomic_store_explicit(&r->head, head + 1, memory_order_release);
 }
@@ -350,7 +351,8 @@ ssize_t pp_ring_write(struct pp_ring *r, int fl, struct pp_iter *it)
 	if (chars && head != LOAD(r->tail)) {
 		struct pp_buf *last = &pp_ring_bufs(r)[(head - 1) & (r->ring_size - 1)];
 		uint32_t end = last->offset + last->len;
-		if ((last->flags & PP_BUF_CAN_MERGE) && end + chars <= PP_PAGE_SIZE) {
+		if ((last->flags & PP_BUF_CAN_MERGE) && end + chars <= PP_PAGE_SIZE &&
+		    pp_buf_ops_of(last->flags)->owned(last->page)) {
 			iter_from(it, pp_page_addr(last->page) + end, chars);
 			last->len += chars;
 			ret = chars;
@@ -439,8 +441,24 @@ out:
 struct span {
 	uint32_t page;
 	uint32_t offset;
-	uint32_t len; /* bytes the reader takes; the page is freed after */
+	uint32_t len;   /* bytes the reader takes; the reference is dropped after */
+	uint32_t flags; /* the buffer's, for its kind */
 };
+
+/* Drop the references of taken buffers, a run of one kind at a time so the
+ * pool sees a batch. */
+static void spans_put(const struct span *sp, unsigned n)
+{
+	uint32_t pages[BATCH_MAX];
+	unsigned run = 0;
+	for (unsigned i = 0; i < n; i++) {
+		pages[run++] = sp[i].page;
+		if (i + 1 == n || pp_buf_ops_of(sp[i + 1].flags) != pp_buf_ops_of(sp[i].flags)) {
+			pp_buf_ops_of(sp[i].flags)->put(pages, run);
+			run = 0;
+		}
+	}
+}
 
 /*
  * Read.  Under the lock the reader decides everything: which buffers it
@@ -479,7 +497,7 @@ ssize_t pp_ring_read(struct pp_ring *r, int fl, struct pp_iter *it)
 			bool packet = b->flags & PP_BUF_PACKET;
 			stop = packet || chars == want;
 			if ((chars == b->len || packet) && ntaken < BATCH_MAX) {
-				taken[ntaken++] = (struct span){ b->page, b->offset, (uint32_t)chars };
+				taken[ntaken++] = (struct span){ b->page, b->offset, (uint32_t)chars, b->flags };
 				b->len = 0;
 			} else {
 				if (!at_ready) {
@@ -493,7 +511,7 @@ ssize_t pp_ring_read(struct pp_ring *r, int fl, struct pp_iter *it)
 				if (packet)
 					b->len = 0; /* the rest of a packet is discarded */
 				if (!b->len)
-					pp_page_put(b->page);
+					pp_buf_ops_of(b->flags)->put(&b->page, 1);
 			}
 			planned += chars;
 			if (!b->len)
@@ -520,14 +538,9 @@ ssize_t pp_ring_read(struct pp_ring *r, int fl, struct pp_iter *it)
 		pp_futex_wake(&r->seq[PP_WRITE], 1);
 	if (wake_rd)
 		pp_futex_wake(&r->seq[PP_READ], 1);
-	if (ntaken) {
-		uint32_t pages[BATCH_MAX];
-		for (unsigned i = 0; i < ntaken; i++) {
-			iter_to(it, pp_page_addr(taken[i].page) + taken[i].offset, taken[i].len);
-			pages[i] = taken[i].page;
-		}
-		pp_page_put_many(pages, ntaken);
-	}
+	for (unsigned i = 0; i < ntaken; i++)
+		iter_to(it, pp_page_addr(taken[i].page) + taken[i].offset, taken[i].len);
+	spans_put(taken, ntaken);
 	if (err) {
 		errno = err;
 		return -1;
