@@ -283,6 +283,35 @@ struct pp_iter {
 	size_t left; /* bytes still to move, clamped to PP_MAX_RW */
 };
 
+/* Ring internals shared with splice.c; all but pp_ring_ready need the lock. */
+static inline bool pp_ring_full(struct pp_ring *r)
+{
+	return atomic_load_explicit(&r->head, memory_order_relaxed) -
+	           atomic_load_explicit(&r->tail, memory_order_relaxed) >=
+	       atomic_load_explicit(&r->max_usage, memory_order_relaxed);
+}
+
+/* What side's sleepers wait for: data or hang-up for readers, a free slot
+ * or no reader for writers.  Exact under the lock, a hint without it. */
+static inline bool pp_ring_ready(struct pp_ring *r, int side)
+{
+	if (side == PP_READ)
+		return atomic_load_explicit(&r->head, memory_order_relaxed) !=
+		           atomic_load_explicit(&r->tail, memory_order_relaxed) ||
+		       !atomic_load_explicit(&r->handles[PP_WRITE], memory_order_relaxed);
+	return !pp_ring_full(r) ||
+	       !atomic_load_explicit(&r->handles[PP_READ], memory_order_relaxed);
+}
+bool pp_ring_mark_wake(struct pp_ring *r, int side);
+int pp_ring_wait(struct pp_ring *r, int side, int wake_side, bool moved);
+void pp_ring_push_buf(struct pp_ring *r, struct pp_buf buf, bool *wake_rd);
+void pp_ring_efd_update_slow(struct pp_ring *r, bool data_added);
+static inline void pp_ring_efd_update(struct pp_ring *r, bool data_added)
+{
+	if (unlikely(r->efd[PP_READ] >= 0 || r->efd[PP_WRITE] >= 0))
+		pp_ring_efd_update_slow(r, data_added);
+}
+
 ssize_t pp_ring_read(struct pp_ring *r, int fl, struct pp_iter *it);
 ssize_t pp_ring_write(struct pp_ring *r, int fl, struct pp_iter *it);
 

@@ -125,24 +125,10 @@ void pp_ring_free(struct pp_ring *r)
 
 /* ---- readiness, sleeping and waking ---------------------------------- */
 
-static inline bool ring_full(struct pp_ring *r)
-{
-	return LOAD(r->head) - LOAD(r->tail) >= LOAD(r->max_usage);
-}
-
-/* What side's sleepers wait for: data or hang-up for readers, a free slot
- * or no reader for writers.  Exact under the lock, a hint without it. */
-static bool ring_ready(struct pp_ring *r, int side)
-{
-	if (side == PP_READ)
-		return LOAD(r->head) != LOAD(r->tail) || !LOAD(r->handles[PP_WRITE]);
-	return !ring_full(r) || !LOAD(r->handles[PP_READ]);
-}
-
 /* Under the lock: if anyone sleeps on side, move its sequence word so a
  * sleeper that has not reached the kernel yet will not go to sleep, and
  * say that a futex wake is due once the lock is dropped. */
-static bool ring_mark_wake(struct pp_ring *r, int side)
+bool pp_ring_mark_wake(struct pp_ring *r, int side)
 {
 	if (!r->sleepers[side])
 		return false;
@@ -159,7 +145,7 @@ static unsigned ring_spin(struct pp_ring *r, int side)
 	for (unsigned step = 1; spun < pp_spin_limit; spun += step) {
 		for (unsigned i = 0; i < step; i++)
 			pp_cpu_relax();
-		if (ring_ready(r, side))
+		if (pp_ring_ready(r, side))
 			break;
 		if (step < 64)
 			step <<= 1;
@@ -201,14 +187,14 @@ static void ring_gather(struct pp_ring *r)
  * the pipe must let readers at it).  moved: the caller has already moved
  * bytes, so any handled signal must end the wait (see pp_futex_wait_intr).
  */
-static int ring_wait(struct pp_ring *r, int side, int wake_side, bool moved)
+int pp_ring_wait(struct pp_ring *r, int side, int wake_side, bool moved)
 {
 	pp_unlock(&r->lock);
 	if (wake_side >= 0)
 		pp_futex_wake(&r->seq[wake_side], 1);
 	ring_spin(r, side);
 	pp_lock(&r->lock);
-	if (ring_ready(r, side))
+	if (pp_ring_ready(r, side))
 		return 0;
 	uint32_t seq = LOAD(r->seq[side]);
 	r->sleepers[side]++;
@@ -223,13 +209,13 @@ static int ring_wait(struct pp_ring *r, int side, int wake_side, bool moved)
 /* Tell pp_fd() users, under the lock, what changed.  The eventfd of a side
  * has a non-zero counter exactly while that side is ready; every write that
  * adds data signals the read side again so edge-triggered epoll sees it. */
-static void efd_update_slow(struct pp_ring *r, bool data_added)
+void pp_ring_efd_update_slow(struct pp_ring *r, bool data_added)
 {
 	for (int side = 0; side < 2; side++) {
 		int fd = r->efd[side];
 		if (fd < 0)
 			continue;
-		bool ready = ring_ready(r, side);
+		bool ready = pp_ring_ready(r, side);
 		if (ready && (!r->efd_ready[side] || (side == PP_READ && data_added))) {
 			uint64_t one = 1;
 			if (write(fd, &one, sizeof one) == sizeof one)
@@ -242,11 +228,6 @@ static void efd_update_slow(struct pp_ring *r, bool data_added)
 	}
 }
 
-static inline void ring_efd_update(struct pp_ring *r, bool data_added)
-{
-	if (unlikely(r->efd[PP_READ] >= 0 || r->efd[PP_WRITE] >= 0))
-		efd_update_slow(r, data_added);
-}
 
 /* ---- write ----------------------------------------------------------- */
 
@@ -260,23 +241,28 @@ static inline size_t min_size(size_t a, size_t b)
 #define BATCH_MAX 64
 
 /*
- * Put a filled page at head, under the lock.  Filling an empty pipe is the
+ * Put a buffer at head, under the lock.  Filling an empty pipe is the
  * one moment a reader may be asleep waiting for it: mark that wake.
  */
-static void ring_push(struct pp_ring *r, uint32_t page, uint32_t len, int fl,
-                      bool *wake_rd)
+void pp_ring_push_buf(struct pp_ring *r, struct pp_buf buf, bool *wake_rd)
 {
 	uint32_t head = LOAD(r->head);
 	if (head == LOAD(r->tail))
-		*wake_rd |= ring_mark_wake(r, PP_READ);
-	pp_ring_bufs(r)[head & (r->ring_size - 1)] = (struct pp_buf){
+		*wake_rd |= pp_ring_mark_wake(r, PP_READ);
+	pp_ring_bufs(r)[head & (r->ring_size - 1)] = buf;
+	atomic_store_explicit(&r->head, head + 1, memory_order_release);
+}
+
+static inline void ring_push(struct pp_ring *r, uint32_t page, uint32_t len, int fl,
+                             bool *wake_rd)
+{
+	pp_ring_push_buf(r, (struct pp_buf){
 		.page = page,
 		.offset = 0,
 		.len = len,
 		.flags = ((fl & PP_PACKET) ? PP_BUF_PACKET : PP_BUF_CAN_MERGE) |
 		         PP_KIND_ANON << PP_BUF_KIND_SHIFT,
-	};
-	atomic_store_explicit(&r->head, head + 1, memory_order_release);
+	}, wake_rd);
 }
 
 /* Drop the lock, then send the reader wake it left due. */
@@ -407,10 +393,10 @@ ssize_t pp_ring_write(struct pp_ring *r, int fl, struct pp_iter *it)
 			break;
 		}
 		/* Full: tell pollers what we added, then sleep; the reader
-		 * wake due, if any, goes out as ring_wait drops the lock. */
-		ring_efd_update(r, added);
+		 * wake due, if any, goes out as pp_ring_wait drops the lock. */
+		pp_ring_efd_update(r, added);
 		added = false;
-		err = ring_wait(r, PP_WRITE, wake_rd ? PP_READ : -1, ret > 0);
+		err = pp_ring_wait(r, PP_WRITE, wake_rd ? PP_READ : -1, ret > 0);
 		wake_rd = false;
 		if (err) {
 			if (ret)
@@ -421,8 +407,8 @@ ssize_t pp_ring_write(struct pp_ring *r, int fl, struct pp_iter *it)
 	}
 out:
 	/* A writer that was woken and left room passes the wake on. */
-	wake_wr = waited && !ring_full(r) && ring_mark_wake(r, PP_WRITE);
-	ring_efd_update(r, added);
+	wake_wr = waited && !pp_ring_full(r) && pp_ring_mark_wake(r, PP_WRITE);
+	pp_ring_efd_update(r, added);
 	unlock_and_wake(r, &wake_rd);
 	if (wake_wr)
 		pp_futex_wake(&r->seq[PP_WRITE], 1);
@@ -481,11 +467,11 @@ ssize_t pp_ring_read(struct pp_ring *r, int fl, struct pp_iter *it)
 	 * the lock: taking it just to see nothing would pull the lock's cache
 	 * line away from a writer in the middle of a stream of small writes. */
 	if (!(fl & PP_NONBLOCK)) {
-		if (ring_ready(r, PP_READ) || ring_spin(r, PP_READ) <= GATHER_QUICK)
+		if (pp_ring_ready(r, PP_READ) || ring_spin(r, PP_READ) <= GATHER_QUICK)
 			ring_gather(r);
 	}
 	pp_lock(&r->lock);
-	was_full = ring_full(r);
+	was_full = pp_ring_full(r);
 	for (;;) {
 		uint32_t head = LOAD(r->head), tail = LOAD(r->tail);
 		uint32_t mask = r->ring_size - 1;
@@ -523,16 +509,16 @@ ssize_t pp_ring_read(struct pp_ring *r, int fl, struct pp_iter *it)
 			err = EAGAIN;
 			break;
 		}
-		err = ring_wait(r, PP_READ, -1, false);
+		err = pp_ring_wait(r, PP_READ, -1, false);
 		if (err)
 			break; /* nothing was read */
-		was_full = ring_full(r);
+		was_full = pp_ring_full(r);
 		waited = true;
 	}
-	wake_wr = was_full && !ring_full(r) && ring_mark_wake(r, PP_WRITE);
+	wake_wr = was_full && !pp_ring_full(r) && pp_ring_mark_wake(r, PP_WRITE);
 	/* A reader that was woken and left data passes the wake on. */
-	wake_rd = waited && LOAD(r->head) != LOAD(r->tail) && ring_mark_wake(r, PP_READ);
-	ring_efd_update(r, false);
+	wake_rd = waited && LOAD(r->head) != LOAD(r->tail) && pp_ring_mark_wake(r, PP_READ);
+	pp_ring_efd_update(r, false);
 	pp_unlock(&r->lock);
 	if (wake_wr)
 		pp_futex_wake(&r->seq[PP_WRITE], 1);
@@ -569,12 +555,12 @@ bool pp_ring_drop_handle(struct pp_ring *r, int side)
 	uint32_t left = LOAD(r->handles[side]) - 1;
 	atomic_store_explicit(&r->handles[side], left, RELAXED);
 	if (!left) {
-		wake = ring_mark_wake(r, other);
+		wake = pp_ring_mark_wake(r, other);
 		if (r->efd[side] >= 0) {
 			close(r->efd[side]);
 			r->efd[side] = -1;
 		}
-		ring_efd_update(r, false);
+		pp_ring_efd_update(r, false);
 	}
 	pp_unlock(&r->lock);
 	if (wake)
@@ -628,9 +614,9 @@ long pp_ring_setsize(struct pp_ring *r, size_t size)
 	if (!err) {
 		atomic_store_explicit(&r->max_usage, pages, RELAXED);
 		/* More room may let any number of writers on: wake them all. */
-		if (ring_mark_wake(r, PP_WRITE))
+		if (pp_ring_mark_wake(r, PP_WRITE))
 			pp_futex_wake(&r->seq[PP_WRITE], INT_MAX);
-		ring_efd_update(r, false);
+		pp_ring_efd_update(r, false);
 	}
 	pp_unlock(&r->lock);
 	if (err) {
@@ -666,7 +652,7 @@ short pp_ring_events(struct pp_ring *r, int side)
 		if (!LOAD(r->handles[PP_WRITE]))
 			ev |= POLLHUP;
 	} else {
-		if (!ring_full(r))
+		if (!pp_ring_full(r))
 			ev |= POLLOUT | POLLWRNORM;
 		if (!LOAD(r->handles[PP_READ]))
 			ev |= POLLERR;
@@ -686,7 +672,7 @@ int pp_ring_fd(struct pp_ring *r, int side)
 		}
 		r->efd[side] = fd;
 		r->efd_ready[side] = false;
-		ring_efd_update(r, false);
+		pp_ring_efd_update(r, false);
 	}
 	int fd = r->efd[side];
 	pp_unlock(&r->lock);
