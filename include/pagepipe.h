@@ -159,6 +159,60 @@ short pp_events(struct pp_end *end);
  */
 int pp_fd(struct pp_end *end);
 
+/* ---- Zero copy between pipes ------------------------------------------ */
+
+/* Flags for pp_splice(), pp_tee() and pp_fanout(), as SPLICE_F_*. */
+#define PP_SPLICE_MOVE 0x1     /* a hint; buffers always move when they can */
+#define PP_SPLICE_NONBLOCK 0x2 /* EAGAIN instead of waiting, whatever the ends' flags */
+#define PP_SPLICE_MORE 0x4     /* a hint; ignored between pipes */
+#define PP_SPLICE_GIFT 0x8     /* for vmsplice; ignored here */
+
+/*
+ * Move up to len bytes from the pipe of `in` (a read end) to the pipe of
+ * `out` (a write end) by moving buffer references, without copying data,
+ * like splice(2) between two pipes.  Waits while `in` is empty and has a
+ * writer, and while `out` is full, unless PP_SPLICE_NONBLOCK.  Moves at most
+ * what `in` holds and what fits in `out`'s free slots.
+ * Returns the bytes moved, 0 when `in` is empty and has no writer left, or
+ * -1 with errno EBADF (not a read end / write end), EINVAL (both ends of one
+ * pipe, or an unknown flag), EAGAIN, EPIPE (`out` has no reader; SIGPIPE is
+ * raised first unless `out` has PP_NOSIGPIPE), EINTR.
+ */
+ssize_t pp_splice(struct pp_end *in, struct pp_end *out, size_t len, unsigned flags);
+
+/*
+ * Like pp_splice(), but `in` keeps its data: `out` gets references to the
+ * same pages (tee(2)).  A write to either pipe never changes what the other
+ * reads: shared pages are never appended to.
+ */
+ssize_t pp_tee(struct pp_end *in, struct pp_end *out, size_t len, unsigned flags);
+
+/*
+ * Move up to len bytes from `in` to every one of the n write ends in outs[]
+ * (1 <= n <= 64), each getting the same bytes by reference; at most what
+ * fits in the fullest of them.  Atomic with respect to other readers of
+ * `in`: no other reader gets a byte between.  Waits as pp_splice() does,
+ * for data in `in` and room in every output.  Errors as pp_splice(), and
+ * EINVAL for n out of range or the same pipe twice, EFAULT for outs NULL.
+ */
+ssize_t pp_fanout(struct pp_end *in, struct pp_end *const outs[], int n, size_t len,
+                  unsigned flags);
+
+/*
+ * The zero-copy reader.  pp_peek fills iov[0..max) with the readable bytes
+ * of the pipe in place, one segment per buffer, oldest first, without
+ * consuming them; it waits like pp_read() for data (EAGAIN with
+ * PP_NONBLOCK) and returns the number of segments, 0 at end of file (or
+ * when max is 0).  The segments stay valid until they are consumed; only
+ * one thread may peek and consume an end at a time, and it must not mix in
+ * pp_read() while it holds segments.  pp_consume releases the first n
+ * readable bytes (freeing their pages) and returns n, or -1 with EINVAL when
+ * fewer than n bytes are there.  Errors: EBADF, EINVAL (max < 0 or above
+ * IOV_MAX), EFAULT (iov NULL), EINTR.
+ */
+ssize_t pp_peek(struct pp_end *in, struct iovec *iov, int max);
+ssize_t pp_consume(struct pp_end *in, size_t n);
+
 /*
  * The page pool shared by all pipes of the process.  A page a pipe drains
  * goes back to the pool; up to cache_max idle pages are kept for reuse

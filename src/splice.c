@@ -1,0 +1,358 @@
+/*
+ * splice.c - moving and sharing buffers between pipes without copying a
+ * byte: pp_splice (move), pp_tee (share; the input keeps its data),
+ * pp_fanout (move to several pipes at once), and the zero-copy reader
+ * pp_peek / pp_consume.
+ *
+ * Every buffer holds a counted reference on its page (pool.c), so giving a
+ * second pipe the same bytes is one more reference, and moving a whole
+ * buffer is copying a 16-byte slot.  A buffer that is shared, or split from
+ * a larger one, loses PP_BUF_CAN_MERGE, and a write merges only into a page
+ * the pipe owns outright (one reference), so no write can change bytes that
+ * another pipe can still read.
+ *
+ * Locks.  A transfer holds the lock of every ring it touches, taken in
+ * address order so that two transfers in opposite directions cannot
+ * deadlock.  To wait, it keeps only the lock of the ring it waits on and
+ * lets pp_ring_wait drop and retake that one; then it starts over.
+ *
+ * Order of checks, as Linux's splice between pipes has them: an empty
+ * input with writers waits (or EAGAIN) first; then a full output waits (or
+ * EPIPE when it has no reader, or EAGAIN); then an output without a reader
+ * is EPIPE; then an empty input without writers is end of input (0).
+ */
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/uio.h>
+
+#include "internal.h"
+
+#define RELAXED memory_order_relaxed
+#define LOAD(x) atomic_load_explicit(&(x), RELAXED)
+
+#define FANOUT_MAX 64
+
+struct xfer {
+	struct pp_ring *in;
+	struct pp_ring *outs[FANOUT_MAX];
+	int n;
+	struct pp_ring *order[FANOUT_MAX + 1]; /* every ring, by address */
+	int nlocked;
+};
+
+static int by_address(const void *a, const void *b)
+{
+	uintptr_t x = (uintptr_t) * (struct pp_ring *const *)a;
+	uintptr_t y = (uintptr_t) * (struct pp_ring *const *)b;
+	return x < y ? -1 : x > y;
+}
+
+static void lock_all(struct xfer *x)
+{
+	for (int i = 0; i < x->nlocked; i++)
+		pp_lock(&x->order[i]->lock);
+}
+
+static void unlock_all_but(struct xfer *x, struct pp_ring *keep)
+{
+	for (int i = x->nlocked - 1; i >= 0; i--)
+		if (x->order[i] != keep)
+			pp_unlock(&x->order[i]->lock);
+}
+
+/* Check the ends and set up x.  0, or -1 with errno. */
+static int xfer_init(struct xfer *x, struct pp_end *in, struct pp_end *const outs[], int n)
+{
+	struct pp_ring *r = pp_end_ring(in);
+	if (!r)
+		return -1;
+	if (in->side != PP_READ) {
+		errno = EBADF;
+		return -1;
+	}
+	if (!outs) {
+		errno = EFAULT;
+		return -1;
+	}
+	if (n < 1 || n > FANOUT_MAX) {
+		errno = EINVAL;
+		return -1;
+	}
+	x->in = r;
+	x->n = n;
+	x->order[0] = r;
+	for (int i = 0; i < n; i++) {
+		struct pp_ring *o = pp_end_ring(outs[i]);
+		if (!o)
+			return -1;
+		if (outs[i]->side != PP_WRITE) {
+			errno = EBADF;
+			return -1;
+		}
+		x->outs[i] = o;
+		x->order[i + 1] = o;
+	}
+	x->nlocked = n + 1;
+	qsort(x->order, (size_t)x->nlocked, sizeof x->order[0], by_address);
+	for (int i = 1; i < x->nlocked; i++)
+		if (x->order[i] == x->order[i - 1]) {
+			errno = EINVAL; /* the same pipe twice, as splice(2) says */
+			return -1;
+		}
+	return 0;
+}
+
+/*
+ * With every lock held: share or move up to len bytes of in's buffers into
+ * each output, at most `room` buffers.  consume: take them out of in.
+ */
+static size_t xfer_buffers(struct xfer *x, size_t len, uint32_t room, bool consume,
+                           bool wake_rd[])
+{
+	struct pp_ring *in = x->in;
+	struct pp_buf *bufs = pp_ring_bufs(in);
+	uint32_t mask = in->ring_size - 1;
+	uint32_t cur = LOAD(in->tail), head = LOAD(in->head);
+	size_t done = 0;
+
+	while (done < len && room && cur != head) {
+		struct pp_buf *b = &bufs[cur & mask];
+		const struct pp_buf_ops *ops = pp_buf_ops_of(b->flags);
+		size_t take = b->len < len - done ? b->len : len - done;
+		bool whole = take == b->len;
+		/* Moving one whole buffer to one pipe moves its reference; every
+		 * other case shares the page, and shared pages never merge. */
+		bool moved = consume && whole && x->n == 1;
+		struct pp_buf nb = *b;
+		nb.len = (uint32_t)take;
+		if (!moved)
+			nb.flags &= ~PP_BUF_CAN_MERGE;
+		for (int i = 0; i < x->n; i++) {
+			if (!moved)
+				ops->get(nb.page);
+			pp_ring_push_buf(x->outs[i], nb, &wake_rd[i]);
+		}
+		if (consume) {
+			if (whole) {
+				if (!moved)
+					ops->put(&b->page, 1);
+				b->page = 0;
+				b->len = 0;
+				atomic_store_explicit(&in->tail, ++cur, memory_order_release);
+			} else {
+				b->offset += (uint32_t)take;
+				b->len -= (uint32_t)take;
+				b->flags &= ~PP_BUF_CAN_MERGE; /* its page is shared now */
+			}
+		} else if (whole) {
+			cur++;
+		}
+		done += take;
+		room--;
+	}
+	return done;
+}
+
+static ssize_t xfer_run(struct xfer *x, size_t len, unsigned flags, bool consume)
+{
+	struct pp_ring *in = x->in;
+	bool wake_rd[FANOUT_MAX] = { false };
+	bool wake_wr = false;
+	int err = 0, sigpipe_out = -1;
+	size_t done = 0;
+
+	if (!len)
+		return 0;
+	for (;;) {
+		lock_all(x);
+		struct pp_ring *wait_on = NULL;
+		int wait_side = PP_READ;
+		if (LOAD(in->head) == LOAD(in->tail) && LOAD(in->handles[PP_WRITE])) {
+			wait_on = in;
+		} else {
+			for (int i = 0; i < x->n && !wait_on && !err; i++) {
+				struct pp_ring *o = x->outs[i];
+				if (!pp_ring_full(o))
+					continue;
+				if (!LOAD(o->handles[PP_READ])) {
+					err = EPIPE;
+					sigpipe_out = i;
+				} else {
+					wait_on = o;
+					wait_side = PP_WRITE;
+				}
+			}
+		}
+		if (wait_on && (flags & PP_SPLICE_NONBLOCK))
+			err = EAGAIN;
+		if (wait_on && !err) {
+			unlock_all_but(x, wait_on);
+			err = pp_ring_wait(wait_on, wait_side, -1, false);
+			pp_unlock(&wait_on->lock);
+			if (err)
+				return errno = err, -1;
+			continue;
+		}
+		if (!err) {
+			for (int i = 0; i < x->n && !err; i++)
+				if (!LOAD(x->outs[i]->handles[PP_READ])) {
+					err = EPIPE;
+					sigpipe_out = i;
+				}
+		}
+		if (!err && LOAD(in->head) != LOAD(in->tail)) {
+			uint32_t room = UINT32_MAX;
+			for (int i = 0; i < x->n; i++) {
+				struct pp_ring *o = x->outs[i];
+				uint32_t free_slots = LOAD(o->max_usage) - (LOAD(o->head) - LOAD(o->tail));
+				if (free_slots < room)
+					room = free_slots;
+			}
+			bool was_full = pp_ring_full(in);
+			done = xfer_buffers(x, len, room, consume, wake_rd);
+			if (consume)
+				wake_wr = was_full && !pp_ring_full(in) && pp_ring_mark_wake(in, PP_WRITE);
+			for (int i = 0; i < x->n; i++)
+				pp_ring_efd_update(x->outs[i], done > 0);
+			pp_ring_efd_update(in, false);
+		}
+		break;
+	}
+	int out_flags = sigpipe_out >= 0 ? LOAD(x->outs[sigpipe_out]->flags[PP_WRITE]) : 0;
+	unlock_all_but(x, NULL);
+	for (int i = 0; i < x->n; i++)
+		if (wake_rd[i])
+			pp_futex_wake(&x->outs[i]->seq[PP_READ], 1);
+	if (wake_wr)
+		pp_futex_wake(&in->seq[PP_WRITE], 1);
+	if (sigpipe_out >= 0 && !(out_flags & PP_NOSIGPIPE))
+		raise(SIGPIPE);
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return (ssize_t)done;
+}
+
+static const unsigned known_flags =
+	PP_SPLICE_NONBLOCK | PP_SPLICE_MORE | PP_SPLICE_MOVE | PP_SPLICE_GIFT;
+
+static ssize_t xfer(struct pp_end *in, struct pp_end *const outs[], int n, size_t len,
+                    unsigned flags, bool consume)
+{
+	struct xfer x;
+	if (xfer_init(&x, in, outs, n))
+		return -1;
+	if (flags & ~known_flags) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (len > PP_MAX_RW)
+		len = PP_MAX_RW;
+	return xfer_run(&x, len, flags, consume);
+}
+
+PP_API ssize_t pp_splice(struct pp_end *in, struct pp_end *out, size_t len, unsigned flags)
+{
+	return xfer(in, &out, 1, len, flags, true);
+}
+
+PP_API ssize_t pp_tee(struct pp_end *in, struct pp_end *out, size_t len, unsigned flags)
+{
+	return xfer(in, &out, 1, len, flags, false);
+}
+
+PP_API ssize_t pp_fanout(struct pp_end *in, struct pp_end *const outs[], int n, size_t len,
+                         unsigned flags)
+{
+	return xfer(in, outs, n, len, flags, true);
+}
+
+/* ---- the zero-copy reader ------------------------------------------- */
+
+PP_API ssize_t pp_peek(struct pp_end *in, struct iovec *iov, int max)
+{
+	struct pp_ring *r = pp_end_ring(in);
+	if (!r)
+		return -1;
+	if (in->side != PP_READ) {
+		errno = EBADF;
+		return -1;
+	}
+	if (max < 0 || max > IOV_MAX) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (max && !iov) {
+		errno = EFAULT;
+		return -1;
+	}
+	int fl = LOAD(r->flags[PP_READ]);
+	int n = 0, err = 0;
+	pp_lock(&r->lock);
+	while (LOAD(r->head) == LOAD(r->tail) && LOAD(r->handles[PP_WRITE]) && max) {
+		if (fl & PP_NONBLOCK) {
+			err = EAGAIN;
+			break;
+		}
+		if ((err = pp_ring_wait(r, PP_READ, -1, false)))
+			break;
+	}
+	if (!err) {
+		struct pp_buf *bufs = pp_ring_bufs(r);
+		for (uint32_t i = LOAD(r->tail); i != LOAD(r->head) && n < max; i++, n++) {
+			struct pp_buf *b = &bufs[i & (r->ring_size - 1)];
+			iov[n].iov_base = pp_page_addr(b->page) + b->offset;
+			iov[n].iov_len = b->len;
+		}
+	}
+	pp_unlock(&r->lock);
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return n;
+}
+
+PP_API ssize_t pp_consume(struct pp_end *in, size_t n)
+{
+	struct pp_ring *r = pp_end_ring(in);
+	if (!r)
+		return -1;
+	if (in->side != PP_READ) {
+		errno = EBADF;
+		return -1;
+	}
+	pp_lock(&r->lock);
+	struct pp_buf *bufs = pp_ring_bufs(r);
+	uint32_t mask = r->ring_size - 1;
+	size_t avail = 0;
+	for (uint32_t i = LOAD(r->tail); i != LOAD(r->head); i++)
+		avail += bufs[i & mask].len;
+	if (n > avail) {
+		pp_unlock(&r->lock);
+		errno = EINVAL;
+		return -1;
+	}
+	bool was_full = pp_ring_full(r);
+	size_t left = n;
+	while (left) {
+		uint32_t tail = LOAD(r->tail);
+		struct pp_buf *b = &bufs[tail & mask];
+		uint32_t take = b->len < left ? b->len : (uint32_t)left;
+		b->offset += take;
+		b->len -= take;
+		left -= take;
+		if (!b->len) {
+			pp_buf_ops_of(b->flags)->put(&b->page, 1);
+			b->page = 0;
+			atomic_store_explicit(&r->tail, tail + 1, memory_order_release);
+		}
+	}
+	bool wake_wr = was_full && !pp_ring_full(r) && pp_ring_mark_wake(r, PP_WRITE);
+	pp_ring_efd_update(r, false);
+	pp_unlock(&r->lock);
+	if (wake_wr)
+		pp_futex_wake(&r->seq[PP_WRITE], 1);
+	return (ssize_t)n;
+}
