@@ -199,6 +199,25 @@ ssize_t pp_fanout(struct pp_end *in, struct pp_end *const outs[], int n, size_t 
                   unsigned flags);
 
 /*
+ * Between a pipe and any file descriptor (regular file, socket, kernel
+ * pipe, terminal, /dev/null), like splice(2) with one side a pipe.
+ * pp_splice_from_fd reads up to len bytes from fd into the pipe of `out`;
+ * pp_splice_to_fd writes up to len bytes of the pipe of `in` to fd, straight
+ * from its pages, and consumes exactly what fd took (a short write leaves the
+ * rest in the pipe).  off: NULL to use and move fd's file position, or a
+ * pointer to an offset to read or write at, advanced by the count (fd must
+ * be seekable).  The pipe side waits as pp_splice() does unless
+ * PP_SPLICE_NONBLOCK; the descriptor side blocks or not by its own
+ * O_NONBLOCK.  Returns the bytes moved, 0 at end of input (fd at EOF, or the
+ * pipe empty with no writer), or -1 with errno: EBADF, ESPIPE (an offset on
+ * a pipe or socket), EINVAL (negative offset, unknown flag), EAGAIN, EPIPE
+ * (no reader on `out`; SIGPIPE unless PP_NOSIGPIPE), EINTR, ENOMEM, or any
+ * error of read(2)/write(2) on fd.
+ */
+ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t len, unsigned flags);
+ssize_t pp_splice_to_fd(struct pp_end *in, int fd, off_t *off, size_t len, unsigned flags);
+
+/*
  * The zero-copy reader.  pp_peek fills iov[0..max) with the readable bytes
  * of the pipe in place, one segment per buffer, oldest first, without
  * consuming them; it waits like pp_read() for data (EAGAIN with

@@ -218,6 +218,7 @@ struct pp_ring {
 	_Atomic uint32_t head;      /* next slot a writer fills */
 	_Atomic uint32_t tail;      /* oldest slot holding data */
 	_Atomic uint32_t max_usage; /* capacity in slots (pages) */
+	_Atomic uint32_t reserved;  /* slots held for splices from descriptors */
 	uint32_t ring_size;         /* slots in bufs, a power of two */
 	intptr_t bufs_off;          /* bufs, as an offset from this struct */
 
@@ -284,11 +285,25 @@ struct pp_iter {
 };
 
 /* Ring internals shared with splice.c; all but pp_ring_ready need the lock. */
-static inline bool pp_ring_full(struct pp_ring *r)
+/* Slots in use, counting those reserved by a splice from a descriptor. */
+static inline uint32_t pp_ring_used(struct pp_ring *r)
 {
 	return atomic_load_explicit(&r->head, memory_order_relaxed) -
-	           atomic_load_explicit(&r->tail, memory_order_relaxed) >=
-	       atomic_load_explicit(&r->max_usage, memory_order_relaxed);
+	       atomic_load_explicit(&r->tail, memory_order_relaxed) +
+	       atomic_load_explicit(&r->reserved, memory_order_relaxed);
+}
+
+/* Free slots a writer may fill now. */
+static inline uint32_t pp_ring_room(struct pp_ring *r)
+{
+	uint32_t max = atomic_load_explicit(&r->max_usage, memory_order_relaxed);
+	uint32_t used = pp_ring_used(r);
+	return used < max ? max - used : 0;
+}
+
+static inline bool pp_ring_full(struct pp_ring *r)
+{
+	return !pp_ring_room(r);
 }
 
 /* What side's sleepers wait for: data or hang-up for readers, a free slot
@@ -306,6 +321,7 @@ bool pp_ring_mark_wake(struct pp_ring *r, int side);
 int pp_ring_wait(struct pp_ring *r, int side, int wake_side, bool moved);
 void pp_ring_push_buf(struct pp_ring *r, struct pp_buf buf, bool *wake_rd);
 void pp_ring_efd_update_slow(struct pp_ring *r, bool data_added);
+void pp_ring_drop_bytes(struct pp_ring *r, size_t n);
 static inline void pp_ring_efd_update(struct pp_ring *r, bool data_added)
 {
 	if (unlikely(r->efd[PP_READ] >= 0 || r->efd[PP_WRITE] >= 0))

@@ -303,8 +303,7 @@ static ssize_t write_batch(struct pp_ring *r, int fl, struct pp_iter *it,
 		*sigpipe = true;
 		*err = EPIPE;
 	} else {
-		uint32_t used = LOAD(r->head) - LOAD(r->tail);
-		uint32_t room = LOAD(r->max_usage) - used;
+		uint32_t room = pp_ring_room(r);
 		for (; pushed < got && pushed < room; pushed++) {
 			size_t n = min_size(PP_PAGE_SIZE, it->left - bytes);
 			ring_push(r, pages[pushed], (uint32_t)n, fl, wake_rd);
@@ -355,7 +354,7 @@ ssize_t pp_ring_write(struct pp_ring *r, int fl, struct pp_iter *it)
 				err = EPIPE;
 			break;
 		}
-		uint32_t room = LOAD(r->max_usage) - (LOAD(r->head) - LOAD(r->tail));
+		uint32_t room = pp_ring_room(r);
 		if (room) {
 			size_t want = (it->left + PP_PAGE_MASK) / PP_PAGE_SIZE;
 			unsigned k = (unsigned)min_size(min_size(want, room), BATCH_MAX);
@@ -534,6 +533,27 @@ ssize_t pp_ring_read(struct pp_ring *r, int fl, struct pp_iter *it)
 	return (ssize_t)planned;
 }
 
+/* Under the lock: consume the first n readable bytes (n <= what is there),
+ * dropping the references of the buffers they empty. */
+void pp_ring_drop_bytes(struct pp_ring *r, size_t n)
+{
+	struct pp_buf *bufs = pp_ring_bufs(r);
+	uint32_t mask = r->ring_size - 1;
+	while (n) {
+		uint32_t tail = LOAD(r->tail);
+		struct pp_buf *b = &bufs[tail & mask];
+		uint32_t take = b->len < n ? b->len : (uint32_t)n;
+		b->offset += take;
+		b->len -= take;
+		n -= take;
+		if (!b->len) {
+			pp_buf_ops_of(b->flags)->put(&b->page, 1);
+			b->page = 0;
+			atomic_store_explicit(&r->tail, tail + 1, memory_order_release);
+		}
+	}
+}
+
 /* ---- closing a side ------------------------------------------------- */
 
 /*
@@ -596,7 +616,7 @@ long pp_ring_setsize(struct pp_ring *r, size_t size)
 	if (pages > LOAD(r->max_usage) &&
 	    (long)pages * PP_PAGE_SIZE > atomic_load(&pp_max_size))
 		err = EPERM;
-	else if (pages < head - tail)
+	else if (pages < head - tail + LOAD(r->reserved))
 		err = EBUSY;
 	else if (pages != r->ring_size) {
 		struct pp_buf *nb = calloc(pages, sizeof *nb);

@@ -204,7 +204,7 @@ static ssize_t xfer_run(struct xfer *x, size_t len, unsigned flags, bool consume
 			uint32_t room = UINT32_MAX;
 			for (int i = 0; i < x->n; i++) {
 				struct pp_ring *o = x->outs[i];
-				uint32_t free_slots = LOAD(o->max_usage) - (LOAD(o->head) - LOAD(o->tail));
+				uint32_t free_slots = pp_ring_room(o);
 				if (free_slots < room)
 					room = free_slots;
 			}
@@ -335,20 +335,7 @@ PP_API ssize_t pp_consume(struct pp_end *in, size_t n)
 		return -1;
 	}
 	bool was_full = pp_ring_full(r);
-	size_t left = n;
-	while (left) {
-		uint32_t tail = LOAD(r->tail);
-		struct pp_buf *b = &bufs[tail & mask];
-		uint32_t take = b->len < left ? b->len : (uint32_t)left;
-		b->offset += take;
-		b->len -= take;
-		left -= take;
-		if (!b->len) {
-			pp_buf_ops_of(b->flags)->put(&b->page, 1);
-			b->page = 0;
-			atomic_store_explicit(&r->tail, tail + 1, memory_order_release);
-		}
-	}
+	pp_ring_drop_bytes(r, n);
 	bool wake_wr = was_full && !pp_ring_full(r) && pp_ring_mark_wake(r, PP_WRITE);
 	pp_ring_efd_update(r, false);
 	pp_unlock(&r->lock);

@@ -1,0 +1,222 @@
+/*
+ * splice_fd.c - moving data between a pagepipe and any file descriptor:
+ * pp_splice_from_fd (descriptor -> pipe) and pp_splice_to_fd (pipe ->
+ * descriptor), for regular files with or without an offset, sockets,
+ * kernel pipes, terminals, /dev/null.
+ *
+ * Into a descriptor: the pipe's buffers go to writev(2)/pwritev(2) straight
+ * from their pages, and exactly the bytes the kernel took are consumed; a
+ * short write leaves the rest in the pipe.  The ring lock is held across
+ * the system call, as Linux holds the pipe lock across a splice, because
+ * another reader must not take bytes we may still have to leave in place.
+ *
+ * From a descriptor: free slots are reserved under the lock (they count as
+ * used for everyone else, see pp_ring_room), fresh pages are filled by
+ * readv(2)/preadv(2) with the lock dropped, so a read that blocks on a
+ * socket does not stall the pipe's readers, and the filled pages are pushed.
+ * Bytes taken from the descriptor always land in the pipe: the reservation
+ * guarantees them room.
+ *
+ * Not yet zero copy from files: file pages are read into pool pages.
+ * Mapping them in as a buffer kind of their own is planned.
+ */
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+
+#include "internal.h"
+
+#define RELAXED memory_order_relaxed
+#define LOAD(x) atomic_load_explicit(&(x), RELAXED)
+#define SEGS_MAX 64
+
+static const unsigned known_flags =
+	PP_SPLICE_NONBLOCK | PP_SPLICE_MORE | PP_SPLICE_MOVE | PP_SPLICE_GIFT;
+
+/* Common checks: flags, the descriptor, an offset only on a seekable one
+ * (ESPIPE otherwise, as splice(2)), a negative offset (EINVAL). */
+static int fd_check(int fd, const off_t *off, unsigned flags)
+{
+	if (flags & ~known_flags) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (fd < 0) {
+		errno = EBADF;
+		return -1;
+	}
+	if (off) {
+		if (lseek(fd, 0, SEEK_CUR) < 0)
+			return -1; /* ESPIPE for pipes and sockets, EBADF */
+		if (*off < 0) {
+			errno = EINVAL;
+			return -1;
+		}
+	}
+	return 0;
+}
+
+PP_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t len,
+                                 unsigned flags)
+{
+	struct pp_ring *r = pp_end_ring(out);
+	if (!r)
+		return -1;
+	if (out->side != PP_WRITE) {
+		errno = EBADF;
+		return -1;
+	}
+	if (fd_check(fd, off, flags))
+		return -1;
+	if (!len)
+		return 0;
+	if (len > PP_MAX_RW)
+		len = PP_MAX_RW;
+
+	int fl = LOAD(r->flags[PP_WRITE]);
+	uint32_t k;
+	pp_lock(&r->lock);
+	for (;;) {
+		if (!LOAD(r->handles[PP_READ])) {
+			pp_unlock(&r->lock);
+			if (!(fl & PP_NOSIGPIPE))
+				raise(SIGPIPE);
+			errno = EPIPE;
+			return -1;
+		}
+		uint32_t room = pp_ring_room(r);
+		if (room)  {
+			size_t want = (len + PP_PAGE_MASK) / PP_PAGE_SIZE;
+			k = (uint32_t)(want < room ? want : room);
+			if (k > SEGS_MAX)
+				k = SEGS_MAX;
+			break;
+		}
+		if (flags & PP_SPLICE_NONBLOCK) {
+			pp_unlock(&r->lock);
+			errno = EAGAIN;
+			return -1;
+		}
+		int err = pp_ring_wait(r, PP_WRITE, -1, false);
+		if (err) {
+			pp_unlock(&r->lock);
+			errno = err;
+			return -1;
+		}
+	}
+	atomic_store_explicit(&r->reserved, LOAD(r->reserved) + k, RELAXED);
+	pp_unlock(&r->lock);
+
+	uint32_t pages[SEGS_MAX];
+	struct iovec iov[SEGS_MAX];
+	unsigned got = pp_page_get_many(pages, k);
+	ssize_t n = -1;
+	int err = ENOMEM;
+	if (got) {
+		size_t left = len;
+		for (unsigned i = 0; i < got; i++) {
+			iov[i].iov_base = pp_page_addr(pages[i]);
+			iov[i].iov_len = left < PP_PAGE_SIZE ? left : PP_PAGE_SIZE;
+			left -= iov[i].iov_len;
+		}
+		n = off ? preadv(fd, iov, (int)got, *off) : readv(fd, iov, (int)got);
+		err = errno;
+	}
+
+	bool wake_rd = false;
+	unsigned pushed = 0;
+	pp_lock(&r->lock);
+	atomic_store_explicit(&r->reserved, LOAD(r->reserved) - k, RELAXED);
+	for (size_t done = 0; n > 0 && done < (size_t)n; pushed++) {
+		size_t part = (size_t)n - done < PP_PAGE_SIZE ? (size_t)n - done : PP_PAGE_SIZE;
+		pp_ring_push_buf(r, (struct pp_buf){
+			.page = pages[pushed],
+			.offset = 0,
+			.len = (uint32_t)part,
+			.flags = ((fl & PP_PACKET) ? PP_BUF_PACKET : PP_BUF_CAN_MERGE) |
+			         PP_KIND_ANON << PP_BUF_KIND_SHIFT,
+		}, &wake_rd);
+		done += part;
+	}
+	/* Slots we reserved and did not fill are room again for writers. */
+	bool wake_wr = pushed < k && pp_ring_mark_wake(r, PP_WRITE);
+	pp_ring_efd_update(r, pushed > 0);
+	pp_unlock(&r->lock);
+	if (wake_rd)
+		pp_futex_wake(&r->seq[PP_READ], 1);
+	if (wake_wr)
+		pp_futex_wake(&r->seq[PP_WRITE], INT_MAX);
+	pp_page_put_many(pages + pushed, got - pushed);
+	if (n < 0) {
+		errno = err;
+		return -1;
+	}
+	if (off)
+		*off += n;
+	return n;
+}
+
+PP_API ssize_t pp_splice_to_fd(struct pp_end *in, int fd, off_t *off, size_t len, unsigned flags)
+{
+	struct pp_ring *r = pp_end_ring(in);
+	if (!r)
+		return -1;
+	if (in->side != PP_READ) {
+		errno = EBADF;
+		return -1;
+	}
+	if (fd_check(fd, off, flags))
+		return -1;
+	if (!len)
+		return 0;
+	if (len > PP_MAX_RW)
+		len = PP_MAX_RW;
+
+	int err = 0;
+	ssize_t n = 0;
+	pp_lock(&r->lock);
+	while (LOAD(r->head) == LOAD(r->tail) && LOAD(r->handles[PP_WRITE])) {
+		if (flags & PP_SPLICE_NONBLOCK) {
+			err = EAGAIN;
+			break;
+		}
+		if ((err = pp_ring_wait(r, PP_READ, -1, false)))
+			break;
+	}
+	bool was_full = pp_ring_full(r), wake_wr = false;
+	if (!err && LOAD(r->head) != LOAD(r->tail)) {
+		struct iovec iov[SEGS_MAX];
+		struct pp_buf *bufs = pp_ring_bufs(r);
+		uint32_t mask = r->ring_size - 1;
+		int cnt = 0;
+		size_t planned = 0;
+		for (uint32_t i = LOAD(r->tail); i != LOAD(r->head) && cnt < SEGS_MAX && planned < len;
+		     i++) {
+			struct pp_buf *b = &bufs[i & mask];
+			size_t take = b->len < len - planned ? b->len : len - planned;
+			iov[cnt].iov_base = pp_page_addr(b->page) + b->offset;
+			iov[cnt++].iov_len = take;
+			planned += take;
+			if (b->flags & PP_BUF_PACKET)
+				break; /* one packet per call, as a read */
+		}
+		n = off ? pwritev(fd, iov, cnt, *off) : writev(fd, iov, cnt);
+		if (n < 0) {
+			err = errno;
+		} else {
+			pp_ring_drop_bytes(r, (size_t)n); /* exactly what the descriptor took */
+			wake_wr = was_full && !pp_ring_full(r) && pp_ring_mark_wake(r, PP_WRITE);
+			pp_ring_efd_update(r, false);
+		}
+	}
+	pp_unlock(&r->lock);
+	if (wake_wr)
+		pp_futex_wake(&r->seq[PP_WRITE], 1);
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	if (off)
+		*off += n;
+	return n;
+}
