@@ -218,6 +218,26 @@ ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t len, un
 ssize_t pp_splice_to_fd(struct pp_end *in, int fd, off_t *off, size_t len, unsigned flags);
 
 /*
+ * Put the caller's memory into the pipe of `out` without copying, like
+ * vmsplice(2) with the memory handed over.  Each segment of iov[0..n) is cut
+ * into buffers of at most a page; never merged into, they are read, spliced,
+ * tee'd and fanned out like any others.  For each segment that went in (in
+ * part or whole), release(arg, seg) is called exactly once, where seg is the
+ * part that went in, when every pipe that received its bytes is done with
+ * them; until then the caller must not change or free that memory.  release
+ * may be NULL.  It runs in the thread that drops the last reference, maybe
+ * with a pipe's lock held: it must not call pagepipe functions.
+ * Waits while the pipe is full, unless PP_SPLICE_NONBLOCK or the end has
+ * PP_NONBLOCK.  Returns the bytes placed (release is then due for them), or
+ * -1 with errno EBADF, EINVAL (n > IOV_MAX, unknown flag), EFAULT (iov or a
+ * segment NULL), EAGAIN, EPIPE (no reader; SIGPIPE unless PP_NOSIGPIPE),
+ * EINTR, ENOMEM -- and then no release call is due.
+ */
+ssize_t pp_vmsplice(struct pp_end *out, const struct iovec *iov, unsigned long n,
+                    unsigned flags, void (*release)(void *arg, const struct iovec *iov),
+                    void *arg);
+
+/*
  * The zero-copy reader.  pp_peek fills iov[0..max) with the readable bytes
  * of the pipe in place, one segment per buffer, oldest first, without
  * consuming them; it waits like pp_read() for data (EAGAIN with

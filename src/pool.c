@@ -56,13 +56,20 @@ static uint32_t handle_new(void)
 	return h;
 }
 
-static void handle_release(uint32_t h)
+/* Put a handle back on the free list.  pool_lock held. */
+static void handle_free(uint32_t h)
 {
 	struct pp_page_slot *s = pp_page_slot(h);
-	munmap(s->addr, PP_PAGE_SIZE);
 	s->addr = NULL;
+	s->owner = NULL;
 	s->next = pool.free_head;
 	pool.free_head = h;
+}
+
+static void handle_release(uint32_t h)
+{
+	munmap(pp_page_slot(h)->addr, PP_PAGE_SIZE);
+	handle_free(h);
 }
 
 /* Take one page, from the idle list or fresh from the system.  pool_lock
@@ -153,8 +160,58 @@ static const struct pp_buf_ops anon_ops = {
 	.owned = anon_owned,
 };
 
+/*
+ * Caller memory handed in by pp_vmsplice: the handle names the caller's
+ * bytes, and `owner` the record whose release callback runs when the last
+ * reference to the last of its handles goes (vmsplice.c).  Never merged
+ * into: the bytes are the caller's.  These handles are not pool pages and
+ * do not count in pages_in_use.
+ */
+uint32_t pp_handle_user(void *addr, void *owner)
+{
+	pp_lock(&pool_lock);
+	uint32_t h = handle_new();
+	if (h) {
+		struct pp_page_slot *s = pp_page_slot(h);
+		s->addr = addr;
+		s->owner = owner;
+		atomic_store_explicit(&s->refs, 1, memory_order_relaxed);
+	}
+	pp_unlock(&pool_lock);
+	if (!h)
+		errno = ENOMEM;
+	return h;
+}
+
+static void user_put(const uint32_t *pages, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		struct pp_page_slot *s = pp_page_slot(pages[i]);
+		if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
+			continue;
+		void *owner = s->owner;
+		pp_lock(&pool_lock);
+		handle_free(pages[i]);
+		pp_unlock(&pool_lock);
+		pp_gift_put(owner);
+	}
+}
+
+static bool never_owned(uint32_t page)
+{
+	(void)page;
+	return false;
+}
+
+static const struct pp_buf_ops user_ops = {
+	.get = anon_get, /* a reference is a reference */
+	.put = user_put,
+	.owned = never_owned,
+};
+
 const struct pp_buf_ops *const pp_buf_kinds[PP_KINDS] = {
 	[PP_KIND_ANON] = &anon_ops,
+	[PP_KIND_USER] = &user_ops,
 };
 
 uint32_t pp_page_get(void)

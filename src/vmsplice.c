@@ -1,0 +1,145 @@
+/*
+ * vmsplice.c - pp_vmsplice: the caller's memory goes into a pipe as
+ * buffers, without copying, and comes back through a release callback.
+ *
+ * Each iovec segment is cut into chunks of at most a page; each chunk
+ * becomes a buffer of kind PP_KIND_USER whose handle names the caller's
+ * bytes.  A segment has one `gift` record counting the references to its
+ * chunks' handles, plus one held by pp_vmsplice itself while it works; when
+ * the count reaches zero (every pipe that got a chunk, tee and fan-out
+ * included, has consumed it) the callback runs once for the segment, with
+ * the part of it that went in.  User buffers are never merged into, so no
+ * write can change the caller's bytes; the caller must not change them
+ * until the callback.
+ */
+#include <signal.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+#define RELAXED memory_order_relaxed
+#define LOAD(x) atomic_load_explicit(&(x), RELAXED)
+
+struct gift {
+	void (*release)(void *arg, const struct iovec *iov);
+	void *arg;
+	struct iovec seg; /* the part of the caller's segment that went in */
+	_Atomic uint32_t refs;
+};
+
+void pp_gift_put(void *p)
+{
+	struct gift *g = p;
+	if (atomic_fetch_sub_explicit(&g->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	if (g->release)
+		g->release(g->arg, &g->seg);
+	free(g);
+}
+
+PP_API ssize_t pp_vmsplice(struct pp_end *out, const struct iovec *iov, unsigned long n,
+                           unsigned flags, void (*release)(void *arg, const struct iovec *iov),
+                           void *arg)
+{
+	struct pp_ring *r = pp_end_ring(out);
+	if (!r)
+		return -1;
+	if (out->side != PP_WRITE) {
+		errno = EBADF;
+		return -1;
+	}
+	if (n > IOV_MAX ||
+	    (flags & ~(PP_SPLICE_NONBLOCK | PP_SPLICE_MORE | PP_SPLICE_MOVE | PP_SPLICE_GIFT))) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (n && !iov) {
+		errno = EFAULT;
+		return -1;
+	}
+	int fl = LOAD(r->flags[PP_WRITE]);
+	bool nonblock = (flags & PP_SPLICE_NONBLOCK) || (fl & PP_NONBLOCK);
+	size_t placed = 0;
+	unsigned long seg = 0;
+	size_t seg_off = 0;      /* bytes of iov[seg] already placed */
+	struct gift *g = NULL;   /* the current segment's, once it has one */
+	bool wake_rd = false, sigpipe = false;
+	int err = 0;
+
+	pp_lock(&r->lock);
+	while (seg < n) {
+		const struct iovec *v = &iov[seg];
+		if (seg_off == v->iov_len) { /* segment done (or empty) */
+			if (g) {
+				g->seg.iov_len = seg_off;
+				pp_gift_put(g); /* our own reference */
+				g = NULL;
+			}
+			seg++;
+			seg_off = 0;
+			continue;
+		}
+		if (!v->iov_base) {
+			err = EFAULT;
+			break;
+		}
+		if (!LOAD(r->handles[PP_READ])) {
+			sigpipe = true;
+			err = EPIPE;
+			break;
+		}
+		if (!pp_ring_room(r)) {
+			if (nonblock) {
+				err = EAGAIN;
+				break;
+			}
+			err = pp_ring_wait(r, PP_WRITE, wake_rd ? PP_READ : -1, placed > 0);
+			wake_rd = false;
+			if (err)
+				break;
+			continue;
+		}
+		if (!g) {
+			g = malloc(sizeof *g);
+			if (!g) {
+				err = ENOMEM;
+				break;
+			}
+			*g = (struct gift){ .release = release, .arg = arg, .seg = *v };
+			atomic_init(&g->refs, 1);
+		}
+		size_t chunk = v->iov_len - seg_off < PP_PAGE_SIZE ? v->iov_len - seg_off : PP_PAGE_SIZE;
+		uint32_t h = pp_handle_user((unsigned char *)v->iov_base + seg_off, g);
+		if (!h) {
+			err = ENOMEM;
+			break;
+		}
+		atomic_fetch_add_explicit(&g->refs, 1, RELAXED);
+		pp_ring_push_buf(r, (struct pp_buf){
+			.page = h,
+			.offset = 0,
+			.len = (uint32_t)chunk,
+			.flags = ((fl & PP_PACKET) ? PP_BUF_PACKET : 0) |
+			         PP_KIND_USER << PP_BUF_KIND_SHIFT,
+		}, &wake_rd);
+		seg_off += chunk;
+		placed += chunk;
+	}
+	if (g) {
+		g->seg.iov_len = seg_off; /* what went in of the segment we stopped in */
+		pp_gift_put(g);
+	}
+	pp_ring_efd_update(r, placed > 0);
+	pp_unlock(&r->lock);
+	if (wake_rd)
+		pp_futex_wake(&r->seq[PP_READ], 1);
+	if (sigpipe && !(fl & PP_NOSIGPIPE))
+		raise(SIGPIPE);
+	if (placed)
+		return (ssize_t)placed;
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return 0;
+}
