@@ -114,17 +114,6 @@ PP_API int pp_close(struct pp_end *end)
 	return 0;
 }
 
-/* Checks shared by the data calls: a live handle of the right side. */
-static struct pp_ring *end_for(struct pp_end *end, int side)
-{
-	struct pp_ring *r = pp_end_ring(end);
-	if (r && end->side != side) {
-		errno = EBADF;
-		return NULL;
-	}
-	return r;
-}
-
 /* Validate an iovec array as readv(2) does; the total, or -1 with errno. */
 static ssize_t iov_total(const struct iovec *iov, int iovcnt)
 {
@@ -153,7 +142,7 @@ static ssize_t iov_total(const struct iovec *iov, int iovcnt)
 
 static inline ssize_t do_io(struct pp_end *end, int side, const struct iovec *iov, int iovcnt)
 {
-	struct pp_ring *r = end_for(end, side);
+	struct pp_ring *r = pp_end_ring_side(end, side);
 	if (!r)
 		return -1;
 	ssize_t total;

@@ -272,6 +272,17 @@ static inline struct pp_ring *pp_end_ring(struct pp_end *end)
 	return end->ring;
 }
 
+/* A live handle of the given side, or NULL with errno EBADF. */
+static inline struct pp_ring *pp_end_ring_side(struct pp_end *end, int side)
+{
+	struct pp_ring *r = pp_end_ring(end);
+	if (r && end->side != side) {
+		errno = EBADF;
+		return NULL;
+	}
+	return r;
+}
+
 /* ring.c */
 struct pp_ring *pp_ring_new(int flags);
 void pp_ring_free(struct pp_ring *r);

@@ -63,13 +63,9 @@ static void unlock_all_but(struct xfer *x, struct pp_ring *keep)
 /* Check the ends and set up x.  0, or -1 with errno. */
 static int xfer_init(struct xfer *x, struct pp_end *in, struct pp_end *const outs[], int n)
 {
-	struct pp_ring *r = pp_end_ring(in);
+	struct pp_ring *r = pp_end_ring_side(in, PP_READ);
 	if (!r)
 		return -1;
-	if (in->side != PP_READ) {
-		errno = EBADF;
-		return -1;
-	}
 	if (!outs) {
 		errno = EFAULT;
 		return -1;
@@ -82,13 +78,9 @@ static int xfer_init(struct xfer *x, struct pp_end *in, struct pp_end *const out
 	x->n = n;
 	x->order[0] = r;
 	for (int i = 0; i < n; i++) {
-		struct pp_ring *o = pp_end_ring(outs[i]);
+		struct pp_ring *o = pp_end_ring_side(outs[i], PP_WRITE);
 		if (!o)
 			return -1;
-		if (outs[i]->side != PP_WRITE) {
-			errno = EBADF;
-			return -1;
-		}
 		x->outs[i] = o;
 		x->order[i + 1] = o;
 	}
@@ -272,13 +264,9 @@ PP_API ssize_t pp_fanout(struct pp_end *in, struct pp_end *const outs[], int n, 
 
 PP_API ssize_t pp_peek(struct pp_end *in, struct iovec *iov, int max)
 {
-	struct pp_ring *r = pp_end_ring(in);
+	struct pp_ring *r = pp_end_ring_side(in, PP_READ);
 	if (!r)
 		return -1;
-	if (in->side != PP_READ) {
-		errno = EBADF;
-		return -1;
-	}
 	if (max < 0 || max > IOV_MAX) {
 		errno = EINVAL;
 		return -1;
@@ -316,13 +304,9 @@ PP_API ssize_t pp_peek(struct pp_end *in, struct iovec *iov, int max)
 
 PP_API ssize_t pp_consume(struct pp_end *in, size_t n)
 {
-	struct pp_ring *r = pp_end_ring(in);
+	struct pp_ring *r = pp_end_ring_side(in, PP_READ);
 	if (!r)
 		return -1;
-	if (in->side != PP_READ) {
-		errno = EBADF;
-		return -1;
-	}
 	pp_lock(&r->lock);
 	struct pp_buf *bufs = pp_ring_bufs(r);
 	uint32_t mask = r->ring_size - 1;

@@ -33,45 +33,45 @@
 static const unsigned known_flags =
 	PP_SPLICE_NONBLOCK | PP_SPLICE_MORE | PP_SPLICE_MOVE | PP_SPLICE_GIFT;
 
-/* Common checks: flags, the descriptor, an offset only on a seekable one
- * (ESPIPE otherwise, as splice(2)), a negative offset (EINVAL). */
-static int fd_check(int fd, const off_t *off, unsigned flags)
+/* Checks common to both directions: the pipe end, flags, the descriptor,
+ * an offset only on a seekable one (ESPIPE otherwise, as splice(2)), a
+ * negative offset (EINVAL).  Clamps *len as read(2) does.  The ring, or
+ * NULL with errno set. */
+static struct pp_ring *fd_prologue(struct pp_end *end, int side, int fd, const off_t *off,
+                                   unsigned flags, size_t *len)
 {
+	struct pp_ring *r = pp_end_ring_side(end, side);
+	if (!r)
+		return NULL;
 	if (flags & ~known_flags) {
 		errno = EINVAL;
-		return -1;
+		return NULL;
 	}
 	if (fd < 0) {
 		errno = EBADF;
-		return -1;
+		return NULL;
 	}
 	if (off) {
 		if (lseek(fd, 0, SEEK_CUR) < 0)
-			return -1; /* ESPIPE for pipes and sockets, EBADF */
+			return NULL; /* ESPIPE for pipes and sockets, EBADF */
 		if (*off < 0) {
 			errno = EINVAL;
-			return -1;
+			return NULL;
 		}
 	}
-	return 0;
+	if (*len > PP_MAX_RW)
+		*len = PP_MAX_RW;
+	return r;
 }
 
 PP_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t len,
                                  unsigned flags)
 {
-	struct pp_ring *r = pp_end_ring(out);
+	struct pp_ring *r = fd_prologue(out, PP_WRITE, fd, off, flags, &len);
 	if (!r)
-		return -1;
-	if (out->side != PP_WRITE) {
-		errno = EBADF;
-		return -1;
-	}
-	if (fd_check(fd, off, flags))
 		return -1;
 	if (!len)
 		return 0;
-	if (len > PP_MAX_RW)
-		len = PP_MAX_RW;
 
 	int fl = LOAD(r->flags[PP_WRITE]);
 	uint32_t k;
@@ -158,19 +158,11 @@ PP_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t 
 
 PP_API ssize_t pp_splice_to_fd(struct pp_end *in, int fd, off_t *off, size_t len, unsigned flags)
 {
-	struct pp_ring *r = pp_end_ring(in);
+	struct pp_ring *r = fd_prologue(in, PP_READ, fd, off, flags, &len);
 	if (!r)
-		return -1;
-	if (in->side != PP_READ) {
-		errno = EBADF;
-		return -1;
-	}
-	if (fd_check(fd, off, flags))
 		return -1;
 	if (!len)
 		return 0;
-	if (len > PP_MAX_RW)
-		len = PP_MAX_RW;
 
 	int err = 0;
 	ssize_t n = 0;

@@ -41,13 +41,9 @@ PP_API ssize_t pp_vmsplice(struct pp_end *out, const struct iovec *iov, unsigned
                            unsigned flags, void (*release)(void *arg, const struct iovec *iov),
                            void *arg)
 {
-	struct pp_ring *r = pp_end_ring(out);
+	struct pp_ring *r = pp_end_ring_side(out, PP_WRITE);
 	if (!r)
 		return -1;
-	if (out->side != PP_WRITE) {
-		errno = EBADF;
-		return -1;
-	}
 	if (n > IOV_MAX ||
 	    (flags & ~(PP_SPLICE_NONBLOCK | PP_SPLICE_MORE | PP_SPLICE_MOVE | PP_SPLICE_GIFT))) {
 		errno = EINVAL;
