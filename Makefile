@@ -96,4 +96,4 @@ uninstall:
 	for m in man/*.3; do rm -f $(DESTDIR)$(PREFIX)/share/man/man3/$$(basename $$m); done
 
 clean:
-	rm -rf build build-asan build-tsan build-clang
+	rm -rf build build-asan build-tsan build-clang build-clang-asan build-fuzz

@@ -65,7 +65,8 @@ static inline void iter_move(struct pp_iter *it, unsigned char *page, size_t n,
 			memcpy(page, user, c);
 		else if (dir == ITER_TO_USER)
 			memcpy(user, page, c);
-		page += c;
+		if (dir != ITER_SKIP)
+			page += c; /* NULL when skipping: no arithmetic on it */
 		n -= c;
 		it->off += c;
 	}
