@@ -224,6 +224,7 @@ struct pp_ring {
 	_Atomic uint32_t tail;      /* oldest slot holding data */
 	_Atomic uint32_t max_usage; /* capacity in slots (pages) */
 	_Atomic uint32_t reserved;  /* slots held for splices from descriptors */
+	_Atomic uint32_t spin_budget[2]; /* pauses a waiter of each side spins; a hint */
 	uint32_t ring_size;         /* slots in bufs, a power of two */
 	intptr_t bufs_off;          /* bufs, as an offset from this struct */
 

@@ -8,6 +8,7 @@
  */
 #include "internal.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -40,7 +41,12 @@ __attribute__((constructor)) static void pp_spin_init(void)
 	const char *env = getenv("PP_SPIN_NS");
 	if (env)
 		budget = atol(env);
-	if (sysconf(_SC_NPROCESSORS_ONLN) <= 1 || budget <= 0) {
+	/* The CPUs this process may run on, not those online: under taskset
+	 * -c 0 the thread we wait for can only run when we stop spinning. */
+	cpu_set_t cpus;
+	int ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus)
+	                                                        : (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (ncpu <= 1 || budget <= 0) {
 		pp_spin_limit = 0;
 		pp_lock_spin_limit = 0;
 		pp_gather_pauses = 0;
