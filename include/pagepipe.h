@@ -171,7 +171,8 @@ int pp_fd(struct pp_end *end);
  * Move up to len bytes from the pipe of `in` (a read end) to the pipe of
  * `out` (a write end) by moving buffer references, without copying data,
  * like splice(2) between two pipes.  Waits while `in` is empty and has a
- * writer, and while `out` is full, unless PP_SPLICE_NONBLOCK.  Moves at most
+ * writer, and while `out` is full, unless PP_SPLICE_NONBLOCK or either end
+ * has PP_NONBLOCK.  Moves at most
  * what `in` holds and what fits in `out`'s free slots.
  * Returns the bytes moved, 0 when `in` is empty and has no writer left, or
  * -1 with errno EBADF (not a read end / write end), EINVAL (both ends of one
@@ -209,10 +210,14 @@ ssize_t pp_fanout(struct pp_end *in, struct pp_end *const outs[], int n, size_t 
  * be seekable).  The pipe side waits as pp_splice() does unless
  * PP_SPLICE_NONBLOCK; the descriptor side blocks or not by its own
  * O_NONBLOCK.  Returns the bytes moved, 0 at end of input (fd at EOF, or the
- * pipe empty with no writer), or -1 with errno: EBADF, ESPIPE (an offset on
- * a pipe or socket), EINVAL (negative offset, unknown flag), EAGAIN, EPIPE
- * (no reader on `out`; SIGPIPE unless PP_NOSIGPIPE), EINTR, ENOMEM, or any
- * error of read(2)/write(2) on fd.
+ * pipe empty with no writer), or -1 with errno: EBADF, ESPIPE (an offset
+ * with a kernel pipe), EINVAL (an offset with a descriptor that cannot
+ * seek, such as a socket; a negative offset; an unknown flag; len above
+ * SSIZE_MAX; writing to an O_APPEND file), EAGAIN, EPIPE (no reader on
+ * `out`; SIGPIPE unless PP_NOSIGPIPE), EINTR, ENOMEM, or any error of
+ * read(2)/write(2) on fd.  PP_NONBLOCK on the pipe end acts as
+ * PP_SPLICE_NONBLOCK, as O_NONBLOCK does for splice(2).  Spliced-in
+ * buffers are neither merged into nor packets, as in Linux.
  */
 ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t len, unsigned flags);
 ssize_t pp_splice_to_fd(struct pp_end *in, int fd, off_t *off, size_t len, unsigned flags);

@@ -147,6 +147,11 @@ static size_t xfer_buffers(struct xfer *x, size_t len, uint32_t room, bool consu
 
 static ssize_t xfer_run(struct xfer *x, size_t len, unsigned flags, bool consume)
 {
+	/* Linux folds O_NONBLOCK of either pipe end into SPLICE_F_NONBLOCK. */
+	bool nonblock = (flags & PP_SPLICE_NONBLOCK) ||
+	                (LOAD(x->in->flags[PP_READ]) & PP_NONBLOCK);
+	for (int i = 0; i < x->n; i++)
+		nonblock |= (LOAD(x->outs[i]->flags[PP_WRITE]) & PP_NONBLOCK) != 0;
 	struct pp_ring *in = x->in;
 	bool wake_rd[FANOUT_MAX] = { false };
 	bool wake_wr = false;
@@ -175,7 +180,7 @@ static ssize_t xfer_run(struct xfer *x, size_t len, unsigned flags, bool consume
 				}
 			}
 		}
-		if (wait_on && (flags & PP_SPLICE_NONBLOCK))
+		if (wait_on && nonblock)
 			err = EAGAIN;
 		if (wait_on && !err) {
 			unlock_all_but(x, wait_on);

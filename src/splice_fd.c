@@ -21,6 +21,7 @@
  * Mapping them in as a buffer kind of their own is planned.
  */
 #include <signal.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 
@@ -33,45 +34,63 @@
 static const unsigned known_flags =
 	PP_SPLICE_NONBLOCK | PP_SPLICE_MORE | PP_SPLICE_MOVE | PP_SPLICE_GIFT;
 
-/* Checks common to both directions: the pipe end, flags, the descriptor,
- * an offset only on a seekable one (ESPIPE otherwise, as splice(2)), a
- * negative offset (EINVAL).  Clamps *len as read(2) does.  The ring, or
- * NULL with errno set. */
+/*
+ * Checks common to both directions, in the order splice(2) makes them (the
+ * caller has already returned 0 for len 0, which comes first): unknown
+ * flags and len above SSIZE_MAX are EINVAL; the pipe end and the descriptor
+ * EBADF; an offset with a kernel pipe ESPIPE, with any other descriptor that
+ * cannot seek (socket, terminal) EINVAL, a negative one EINVAL; writing to an
+ * O_APPEND file EINVAL.  Clamps *len as read(2) does.  Sets *nonblock: the
+ * flag or the pipe end's PP_NONBLOCK, as Linux folds O_NONBLOCK in.
+ * The ring, or NULL with errno set.
+ */
 static struct pp_ring *fd_prologue(struct pp_end *end, int side, int fd, const off_t *off,
-                                   unsigned flags, size_t *len)
+                                   unsigned flags, size_t *len, bool *nonblock)
 {
-	struct pp_ring *r = pp_end_ring_side(end, side);
-	if (!r)
-		return NULL;
-	if (flags & ~known_flags) {
+	struct stat st;
+	if ((flags & ~known_flags) || *len > (size_t)SSIZE_MAX) {
 		errno = EINVAL;
 		return NULL;
 	}
-	if (fd < 0) {
+	struct pp_ring *r = pp_end_ring_side(end, side);
+	if (!r)
+		return NULL;
+	if (fd < 0 || fstat(fd, &st) < 0) {
 		errno = EBADF;
 		return NULL;
 	}
 	if (off) {
-		if (lseek(fd, 0, SEEK_CUR) < 0)
-			return NULL; /* ESPIPE for pipes and sockets, EBADF */
-		if (*off < 0) {
+		if (S_ISFIFO(st.st_mode)) {
+			errno = ESPIPE;
+			return NULL;
+		}
+		if (lseek(fd, 0, SEEK_CUR) < 0 || *off < 0) {
+			errno = EINVAL;
+			return NULL;
+		}
+	}
+	if (side == PP_READ) { /* the descriptor is written */
+		int fdfl = fcntl(fd, F_GETFL);
+		if (fdfl >= 0 && (fdfl & O_APPEND)) {
 			errno = EINVAL;
 			return NULL;
 		}
 	}
 	if (*len > PP_MAX_RW)
 		*len = PP_MAX_RW;
+	*nonblock = (flags & PP_SPLICE_NONBLOCK) || (LOAD(r->flags[side]) & PP_NONBLOCK);
 	return r;
 }
 
 PP_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t len,
                                  unsigned flags)
 {
-	struct pp_ring *r = fd_prologue(out, PP_WRITE, fd, off, flags, &len);
-	if (!r)
-		return -1;
+	bool nonblock;
 	if (!len)
 		return 0;
+	struct pp_ring *r = fd_prologue(out, PP_WRITE, fd, off, flags, &len, &nonblock);
+	if (!r)
+		return -1;
 
 	int fl = LOAD(r->flags[PP_WRITE]);
 	uint32_t k;
@@ -92,7 +111,7 @@ PP_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t 
 				k = SEGS_MAX;
 			break;
 		}
-		if (flags & PP_SPLICE_NONBLOCK) {
+		if (nonblock) {
 			pp_unlock(&r->lock);
 			errno = EAGAIN;
 			return -1;
@@ -133,8 +152,9 @@ PP_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t 
 			.page = pages[pushed],
 			.offset = 0,
 			.len = (uint32_t)part,
-			.flags = ((fl & PP_PACKET) ? PP_BUF_PACKET : PP_BUF_CAN_MERGE) |
-			         PP_KIND_ANON << PP_BUF_KIND_SHIFT,
+			/* Like Linux's spliced-in buffers: neither merged into
+			 * nor packets, whatever the pipe's mode. */
+			.flags = PP_KIND_ANON << PP_BUF_KIND_SHIFT,
 		}, &wake_rd);
 		done += part;
 	}
@@ -158,17 +178,18 @@ PP_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t 
 
 PP_API ssize_t pp_splice_to_fd(struct pp_end *in, int fd, off_t *off, size_t len, unsigned flags)
 {
-	struct pp_ring *r = fd_prologue(in, PP_READ, fd, off, flags, &len);
-	if (!r)
-		return -1;
+	bool nonblock;
 	if (!len)
 		return 0;
+	struct pp_ring *r = fd_prologue(in, PP_READ, fd, off, flags, &len, &nonblock);
+	if (!r)
+		return -1;
 
 	int err = 0;
 	ssize_t n = 0;
 	pp_lock(&r->lock);
 	while (LOAD(r->head) == LOAD(r->tail) && LOAD(r->handles[PP_WRITE])) {
-		if (flags & PP_SPLICE_NONBLOCK) {
+		if (nonblock) {
 			err = EAGAIN;
 			break;
 		}
@@ -188,9 +209,7 @@ PP_API ssize_t pp_splice_to_fd(struct pp_end *in, int fd, off_t *off, size_t len
 			size_t take = b->len < len - planned ? b->len : len - planned;
 			iov[cnt].iov_base = pp_page_addr(b->page) + b->offset;
 			iov[cnt++].iov_len = take;
-			planned += take;
-			if (b->flags & PP_BUF_PACKET)
-				break; /* one packet per call, as a read */
+			planned += take; /* packets too: splice is not read(2) */
 		}
 		n = off ? pwritev(fd, iov, cnt, *off) : writev(fd, iov, cnt);
 		if (n < 0) {
