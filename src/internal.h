@@ -335,6 +335,7 @@ static inline bool pp_ring_ready(struct pp_ring *r, int side)
 	       !atomic_load_explicit(&r->handles[PP_READ], memory_order_relaxed);
 }
 bool pp_ring_mark_wake(struct pp_ring *r, int side);
+bool pp_ring_pass_wake(struct pp_ring *r, int side);
 int pp_ring_wait(struct pp_ring *r, int side, int wake_side, bool moved);
 void pp_ring_push_buf(struct pp_ring *r, struct pp_buf buf, bool *wake_rd);
 void pp_ring_efd_update_slow(struct pp_ring *r, bool data_added);

@@ -200,6 +200,18 @@ static void ring_gather(struct pp_ring *r)
 }
 
 /*
+ * Under the lock, for a thread that slept on side and is leaving: if what
+ * side's sleepers wait for still holds (data left, room left), mark a wake
+ * for the next sleeper.  Sleepers are woken one at a time, as Linux's
+ * exclusive waits are, so each woken one must pass the wake on.
+ */
+bool pp_ring_pass_wake(struct pp_ring *r, int side)
+{
+	bool holds = side == PP_READ ? LOAD(r->head) != LOAD(r->tail) : !pp_ring_full(r);
+	return holds && pp_ring_mark_wake(r, side);
+}
+
+/*
  * Wait, with the lock held, until side's condition may hold; returns with
  * the lock held, 0 or EINTR.  wake_side >= 0: a wake of that side that the
  * caller marked and that must go out before we sleep (a writer that filled
@@ -425,7 +437,7 @@ ssize_t pp_ring_write(struct pp_ring *r, int fl, struct pp_iter *it)
 	}
 out:
 	/* A writer that was woken and left room passes the wake on. */
-	wake_wr = waited && !pp_ring_full(r) && pp_ring_mark_wake(r, PP_WRITE);
+	wake_wr = waited && pp_ring_pass_wake(r, PP_WRITE);
 	pp_ring_efd_update(r, added);
 	unlock_and_wake(r, &wake_rd);
 	if (wake_wr)
@@ -535,7 +547,7 @@ ssize_t pp_ring_read(struct pp_ring *r, int fl, struct pp_iter *it)
 	}
 	wake_wr = was_full && !pp_ring_full(r) && pp_ring_mark_wake(r, PP_WRITE);
 	/* A reader that was woken and left data passes the wake on. */
-	wake_rd = waited && LOAD(r->head) != LOAD(r->tail) && pp_ring_mark_wake(r, PP_READ);
+	wake_rd = waited && pp_ring_pass_wake(r, PP_READ);
 	pp_ring_efd_update(r, false);
 	pp_unlock(&r->lock);
 	if (wake_wr)

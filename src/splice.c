@@ -154,7 +154,8 @@ static ssize_t xfer_run(struct xfer *x, size_t len, unsigned flags, bool consume
 		nonblock |= (LOAD(x->outs[i]->flags[PP_WRITE]) & PP_NONBLOCK) != 0;
 	struct pp_ring *in = x->in;
 	bool wake_rd[FANOUT_MAX] = { false };
-	bool wake_wr = false;
+	bool waited_wr[FANOUT_MAX] = { false }; /* slept for room in outs[i] */
+	bool wake_wr = false, waited_rd = false, pass_rd = false;
 	int err = 0, sigpipe_out = -1;
 	size_t done = 0;
 
@@ -188,6 +189,10 @@ static ssize_t xfer_run(struct xfer *x, size_t len, unsigned flags, bool consume
 			pp_unlock(&wait_on->lock);
 			if (err)
 				return errno = err, -1;
+			if (wait_on == in)
+				waited_rd = true;
+			for (int i = 0; i < x->n; i++)
+				waited_wr[i] |= wait_on == x->outs[i];
 			continue;
 		}
 		if (!err) {
@@ -213,6 +218,11 @@ static ssize_t xfer_run(struct xfer *x, size_t len, unsigned flags, bool consume
 				pp_ring_efd_update(x->outs[i], done > 0);
 			pp_ring_efd_update(in, false);
 		}
+		/* Pass on the wakes we were given: data left in `in`, room left
+		 * in an output we slept on. */
+		pass_rd = waited_rd && pp_ring_pass_wake(in, PP_READ);
+		for (int i = 0; i < x->n; i++)
+			waited_wr[i] = waited_wr[i] && pp_ring_pass_wake(x->outs[i], PP_WRITE);
 		break;
 	}
 	int out_flags = sigpipe_out >= 0 ? LOAD(x->outs[sigpipe_out]->flags[PP_WRITE]) : 0;
@@ -222,6 +232,11 @@ static ssize_t xfer_run(struct xfer *x, size_t len, unsigned flags, bool consume
 			pp_futex_wake(&x->outs[i]->seq[PP_READ], 1);
 	if (wake_wr)
 		pp_futex_wake(&in->seq[PP_WRITE], 1);
+	if (pass_rd)
+		pp_futex_wake(&in->seq[PP_READ], 1);
+	for (int i = 0; i < x->n; i++)
+		if (waited_wr[i])
+			pp_futex_wake(&x->outs[i]->seq[PP_WRITE], 1);
 	if (sigpipe_out >= 0 && !(out_flags & PP_NOSIGPIPE))
 		raise(SIGPIPE);
 	if (err) {
@@ -238,12 +253,18 @@ static ssize_t xfer(struct pp_end *in, struct pp_end *const outs[], int n, size_
                     unsigned flags, bool consume)
 {
 	struct xfer x;
-	if (xfer_init(&x, in, outs, n))
-		return -1;
+	/* Linux's order: splice returns 0 for a zero length before anything
+	 * is checked, tee checks its flags first; then the descriptors. */
+	if (!len && consume)
+		return 0;
 	if (flags & ~known_flags) {
 		errno = EINVAL;
 		return -1;
 	}
+	if (!len)
+		return 0;
+	if (xfer_init(&x, in, outs, n))
+		return -1;
 	if (len > PP_MAX_RW)
 		len = PP_MAX_RW;
 	return xfer_run(&x, len, flags, consume);
@@ -282,6 +303,7 @@ PP_API ssize_t pp_peek(struct pp_end *in, struct iovec *iov, int max)
 	}
 	int fl = LOAD(r->flags[PP_READ]);
 	int n = 0, err = 0;
+	bool waited = false;
 	pp_lock(&r->lock);
 	while (LOAD(r->head) == LOAD(r->tail) && LOAD(r->handles[PP_WRITE]) && max) {
 		if (fl & PP_NONBLOCK) {
@@ -290,7 +312,9 @@ PP_API ssize_t pp_peek(struct pp_end *in, struct iovec *iov, int max)
 		}
 		if ((err = pp_ring_wait(r, PP_READ, -1, false)))
 			break;
+		waited = true;
 	}
+	bool pass = waited && pp_ring_pass_wake(r, PP_READ);
 	if (!err) {
 		struct pp_buf *bufs = pp_ring_bufs(r);
 		for (uint32_t i = LOAD(r->tail); i != LOAD(r->head) && n < max; i++, n++) {
@@ -300,6 +324,8 @@ PP_API ssize_t pp_peek(struct pp_end *in, struct iovec *iov, int max)
 		}
 	}
 	pp_unlock(&r->lock);
+	if (pass)
+		pp_futex_wake(&r->seq[PP_READ], 1);
 	if (err) {
 		errno = err;
 		return -1;

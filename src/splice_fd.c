@@ -94,6 +94,7 @@ PP_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t 
 
 	int fl = LOAD(r->flags[PP_WRITE]);
 	uint32_t k;
+	bool waited = false;
 	pp_lock(&r->lock);
 	for (;;) {
 		if (!LOAD(r->handles[PP_READ])) {
@@ -122,6 +123,7 @@ PP_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t 
 			errno = err;
 			return -1;
 		}
+		waited = true;
 	}
 	atomic_store_explicit(&r->reserved, LOAD(r->reserved) + k, RELAXED);
 	pp_unlock(&r->lock);
@@ -158,8 +160,9 @@ PP_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t 
 		}, &wake_rd);
 		done += part;
 	}
-	/* Slots we reserved and did not fill are room again for writers. */
-	bool wake_wr = pushed < k && pp_ring_mark_wake(r, PP_WRITE);
+	/* Slots we reserved and did not fill are room again for writers;
+	 * and a woken writer that leaves room passes the wake on. */
+	bool wake_wr = (pushed < k || waited) && pp_ring_pass_wake(r, PP_WRITE);
 	pp_ring_efd_update(r, pushed > 0);
 	pp_unlock(&r->lock);
 	if (wake_rd)
@@ -187,6 +190,7 @@ PP_API ssize_t pp_splice_to_fd(struct pp_end *in, int fd, off_t *off, size_t len
 
 	int err = 0;
 	ssize_t n = 0;
+	bool waited = false;
 	pp_lock(&r->lock);
 	while (LOAD(r->head) == LOAD(r->tail) && LOAD(r->handles[PP_WRITE])) {
 		if (nonblock) {
@@ -195,6 +199,7 @@ PP_API ssize_t pp_splice_to_fd(struct pp_end *in, int fd, off_t *off, size_t len
 		}
 		if ((err = pp_ring_wait(r, PP_READ, -1, false)))
 			break;
+		waited = true;
 	}
 	bool was_full = pp_ring_full(r), wake_wr = false;
 	if (!err && LOAD(r->head) != LOAD(r->tail)) {
@@ -220,9 +225,12 @@ PP_API ssize_t pp_splice_to_fd(struct pp_end *in, int fd, off_t *off, size_t len
 			pp_ring_efd_update(r, false);
 		}
 	}
+	bool pass = waited && pp_ring_pass_wake(r, PP_READ);
 	pp_unlock(&r->lock);
 	if (wake_wr)
 		pp_futex_wake(&r->seq[PP_WRITE], 1);
+	if (pass)
+		pp_futex_wake(&r->seq[PP_READ], 1);
 	if (err) {
 		errno = err;
 		return -1;

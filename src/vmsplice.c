@@ -59,7 +59,7 @@ PP_API ssize_t pp_vmsplice(struct pp_end *out, const struct iovec *iov, unsigned
 	unsigned long seg = 0;
 	size_t seg_off = 0;      /* bytes of iov[seg] already placed */
 	struct gift *g = NULL;   /* the current segment's, once it has one */
-	bool wake_rd = false, sigpipe = false;
+	bool wake_rd = false, sigpipe = false, waited = false;
 	int err = 0;
 
 	pp_lock(&r->lock);
@@ -93,6 +93,7 @@ PP_API ssize_t pp_vmsplice(struct pp_end *out, const struct iovec *iov, unsigned
 			wake_rd = false;
 			if (err)
 				break;
+			waited = true;
 			continue;
 		}
 		if (!g) {
@@ -126,9 +127,12 @@ PP_API ssize_t pp_vmsplice(struct pp_end *out, const struct iovec *iov, unsigned
 		pp_gift_put(g);
 	}
 	pp_ring_efd_update(r, placed > 0);
+	bool pass = waited && pp_ring_pass_wake(r, PP_WRITE);
 	pp_unlock(&r->lock);
 	if (wake_rd)
 		pp_futex_wake(&r->seq[PP_READ], 1);
+	if (pass)
+		pp_futex_wake(&r->seq[PP_WRITE], 1);
 	if (sigpipe && !(fl & PP_NOSIGPIPE))
 		raise(SIGPIPE);
 	if (placed)
