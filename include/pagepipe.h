@@ -163,7 +163,7 @@ int pp_fd(struct pp_end *end);
 
 /* Flags for pp_splice(), pp_tee() and pp_fanout(), as SPLICE_F_*. */
 #define PP_SPLICE_MOVE 0x1     /* a hint; buffers always move when they can */
-#define PP_SPLICE_NONBLOCK 0x2 /* EAGAIN instead of waiting, whatever the ends' flags */
+#define PP_SPLICE_NONBLOCK 0x2 /* EAGAIN instead of waiting (so does PP_NONBLOCK on an end) */
 #define PP_SPLICE_MORE 0x4     /* a hint; ignored between pipes */
 #define PP_SPLICE_GIFT 0x8     /* for vmsplice; ignored here */
 
@@ -248,8 +248,9 @@ ssize_t pp_vmsplice(struct pp_end *out, const struct iovec *iov, unsigned long n
  * consuming them; it waits like pp_read() for data (EAGAIN with
  * PP_NONBLOCK) and returns the number of segments, 0 at end of file (or
  * when max is 0).  The segments stay valid until they are consumed; only
- * one thread may peek and consume an end at a time, and it must not mix in
- * pp_read() while it holds segments.  pp_consume releases the first n
+ * one thread may peek and consume an end at a time, and nothing else may
+ * take data from that end (pp_read, pp_splice, pp_fanout) while it holds
+ * segments.  pp_consume releases the first n
  * readable bytes (freeing their pages) and returns n, or -1 with EINVAL when
  * fewer than n bytes are there.  Errors: EBADF, EINVAL (max < 0 or above
  * IOV_MAX), EFAULT (iov NULL), EINTR.
