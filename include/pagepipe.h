@@ -232,8 +232,11 @@ ssize_t pp_splice_to_fd(struct pp_end *in, int fd, off_t *off, size_t len, unsig
  * them; until then the caller must not change or free that memory.  release
  * may be NULL.  It runs in the thread that drops the last reference, maybe
  * with a pipe's lock held: it must not call pagepipe functions.
- * Waits while the pipe is full, unless PP_SPLICE_NONBLOCK or the end has
- * PP_NONBLOCK.  Returns the bytes placed (release is then due for them), or
+ * Waits while the pipe is full and nothing has gone in yet, unless
+ * PP_SPLICE_NONBLOCK or the end has PP_NONBLOCK; once something went in it
+ * returns what fitted, as vmsplice(2) does.  The buffers are not packets,
+ * even in packet mode (as in Linux).  Returns the bytes placed (release is
+ * then due for them; at most 0x7ffff000), or
  * -1 with errno EBADF, EINVAL (n > IOV_MAX, unknown flag), EFAULT (iov or a
  * segment NULL), EAGAIN, EPIPE (no reader; SIGPIPE unless PP_NOSIGPIPE),
  * EINTR, ENOMEM -- and then no release call is due.

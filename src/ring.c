@@ -102,6 +102,14 @@ struct pp_ring *pp_ring_new(int flags)
 	r->bufs_off = (intptr_t)((uintptr_t)bufs - (uintptr_t)r);
 	r->ring_size = PP_DEFAULT_PAGES;
 	atomic_init(&r->max_usage, PP_DEFAULT_PAGES);
+	/* For tests: start the free-running counters near their wrap-around,
+	 * which otherwise takes 2^32 buffers to reach. */
+	const char *start = getenv("PP_DEBUG_RING_START");
+	if (start) {
+		uint32_t at = (uint32_t)strtoul(start, NULL, 0);
+		atomic_init(&r->head, at);
+		atomic_init(&r->tail, at);
+	}
 	atomic_init(&r->handles[PP_READ], 1);
 	atomic_init(&r->handles[PP_WRITE], 1);
 	atomic_init(&r->refs, 2);

@@ -27,6 +27,18 @@ struct gift {
 	_Atomic uint32_t refs;
 };
 
+/* pp_vmsplice's own reference, dropped when it is done with the segment:
+ * the release is due only if some of the segment went in. */
+static void gift_done(struct gift *g, size_t placed)
+{
+	if (!placed) {
+		free(g); /* no chunk took a reference: no release is due */
+		return;
+	}
+	g->seg.iov_len = placed;
+	pp_gift_put(g);
+}
+
 void pp_gift_put(void *p)
 {
 	struct gift *g = p;
@@ -67,8 +79,7 @@ PP_API ssize_t pp_vmsplice(struct pp_end *out, const struct iovec *iov, unsigned
 		const struct iovec *v = &iov[seg];
 		if (seg_off == v->iov_len) { /* segment done (or empty) */
 			if (g) {
-				g->seg.iov_len = seg_off;
-				pp_gift_put(g); /* our own reference */
+				gift_done(g, seg_off);
 				g = NULL;
 			}
 			seg++;
@@ -84,8 +95,12 @@ PP_API ssize_t pp_vmsplice(struct pp_end *out, const struct iovec *iov, unsigned
 			err = EPIPE;
 			break;
 		}
+		if (placed >= PP_MAX_RW)
+			break; /* the read(2)/write(2) clamp, as import_iovec has it */
 		if (!pp_ring_room(r)) {
-			if (nonblock) {
+			/* Like Linux: wait only for the first room; once something
+			 * went in, return what fitted. */
+			if (nonblock || placed) {
 				err = EAGAIN;
 				break;
 			}
@@ -106,6 +121,8 @@ PP_API ssize_t pp_vmsplice(struct pp_end *out, const struct iovec *iov, unsigned
 			atomic_init(&g->refs, 1);
 		}
 		size_t chunk = v->iov_len - seg_off < PP_PAGE_SIZE ? v->iov_len - seg_off : PP_PAGE_SIZE;
+		if (chunk > PP_MAX_RW - placed)
+			chunk = PP_MAX_RW - placed;
 		uint32_t h = pp_handle_user((unsigned char *)v->iov_base + seg_off, g);
 		if (!h) {
 			err = ENOMEM;
@@ -116,16 +133,14 @@ PP_API ssize_t pp_vmsplice(struct pp_end *out, const struct iovec *iov, unsigned
 			.page = h,
 			.offset = 0,
 			.len = (uint32_t)chunk,
-			.flags = ((fl & PP_PACKET) ? PP_BUF_PACKET : 0) |
-			         PP_KIND_USER << PP_BUF_KIND_SHIFT,
+			/* Not packets even in packet mode, as in Linux. */
+			.flags = PP_KIND_USER << PP_BUF_KIND_SHIFT,
 		}, &wake_rd);
 		seg_off += chunk;
 		placed += chunk;
 	}
-	if (g) {
-		g->seg.iov_len = seg_off; /* what went in of the segment we stopped in */
-		pp_gift_put(g);
-	}
+	if (g)
+		gift_done(g, seg_off); /* the segment we stopped in */
 	pp_ring_efd_update(r, placed > 0);
 	bool pass = waited && pp_ring_pass_wake(r, PP_WRITE);
 	pp_unlock(&r->lock);
