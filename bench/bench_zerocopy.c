@@ -74,141 +74,35 @@
  *   PP_SPIN_NS=0 (read by the library, lock.c) turns its spin-before-sleep
  *   off: worth a comparison run when other processes load the CPUs, where
  *   the spinning waiters have been seen to cost pagepipe a factor of ten.
+ *
+ * What it shares with bench_core.c (options, alternating repetitions and
+ * medians, "anypipe", the stream pattern, writer and checking reader, the
+ * MET/MISSED report) is in bench.h.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "pagepipe.h"
+#include "bench.h"
 
-#define KiB 1024UL
-#define MiB (1024UL * KiB)
 #define BLOCK (64 * KiB)     /* writes, moves and reads */
 #define PERIOD 65521UL       /* the stream pattern's period, a prime */
-#define PAT_LEN (PERIOD + MiB) /* pattern + (p % PERIOD) is valid for 1 MiB */
-#define SAMPLE_EVERY 16
-#define MAX_REPS 15
 #define MAX_READERS 4
 #define PEEK_SEGS 64
 
-static unsigned char *pattern;
-static int data_errors;
 static int sampled; /* -s */
-static int met, missed;
-
-static void die(const char *what) __attribute__((noreturn));
-static void die(const char *what)
-{
-	perror(what);
-	exit(2);
-}
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static double median(double *v, int n)
-{
-	for (int i = 1; i < n; i++) /* insertion sort: n is tiny */
-		for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-			double x = v[j];
-			v[j] = v[j - 1];
-			v[j - 1] = x;
-		}
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-/* What the writer wrote at stream position pos, n <= MiB bytes of it. */
-static const unsigned char *expected(unsigned long long pos)
-{
-	return pattern + pos % PERIOD;
-}
-
-/*
- * Check n received bytes (n <= MiB) that sit at stream position pos.
- * seq counts the caller's segments, for -s sampling.  Returns 1 if bad.
- */
-static int check(const unsigned char *p, size_t n, unsigned long long pos, unsigned long seq)
-{
-	const unsigned char *want = expected(pos);
-	if (!n)
-		return 0;
-	if (sampled && seq % SAMPLE_EVERY != 0)
-		return p[0] != want[0] || p[n - 1] != want[n - 1];
-	return memcmp(p, want, n) != 0;
-}
 
 static void target(const char *what, double ratio, double goal, int at_least)
 {
 	int ok = at_least ? ratio >= goal : ratio <= goal;
 	printf("  %-44s %7.2fx  target %s%gx  %s\n", what, ratio, at_least ? ">=" : "<=", goal,
-	       ok ? "MET" : "MISSED");
-	if (ok)
-		met++;
-	else
-		missed++;
-}
-
-static void fmt_amount(char *out, size_t len, unsigned long long bytes)
-{
-	if (bytes >= 10 * MiB)
-		snprintf(out, len, "%llu MiB", bytes / MiB);
-	else
-		snprintf(out, len, "%llu KiB", bytes / KiB);
-}
-
-/* ---- one pipe of either kind ------------------------------------------ */
-
-enum kind { KERNEL, PAGEPIPE };
-
-struct anypipe {
-	enum kind kind;
-	int fd[2];
-	struct pp_end *end[2];
-};
-
-static void ap_open(struct anypipe *p, enum kind kind)
-{
-	p->kind = kind;
-	if (kind == KERNEL ? pipe(p->fd) : pp_pipe(p->end, 0))
-		die(kind == KERNEL ? "pipe" : "pp_pipe");
-}
-
-static ssize_t ap_read(struct anypipe *p, void *buf, size_t n)
-{
-	return p->kind == KERNEL ? read(p->fd[0], buf, n) : pp_read(p->end[0], buf, n);
-}
-
-static ssize_t ap_write(struct anypipe *p, const void *buf, size_t n)
-{
-	return p->kind == KERNEL ? write(p->fd[1], buf, n) : pp_write(p->end[1], buf, n);
-}
-
-/* Write all n bytes; 0, or an errno. */
-static int ap_write_all(struct anypipe *p, const unsigned char *buf, size_t n)
-{
-	while (n) {
-		ssize_t r = ap_write(p, buf, n);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return errno;
-		}
-		buf += r;
-		n -= (size_t)r;
-	}
-	return 0;
+	       bench_result(ok));
 }
 
 /* Move up to n bytes from a's read end to b's write end by splicing. */
@@ -217,13 +111,6 @@ static ssize_t ap_splice(struct anypipe *a, struct anypipe *b, size_t n)
 	if (a->kind == KERNEL)
 		return splice(a->fd[0], NULL, b->fd[1], NULL, n, 0);
 	return pp_splice(a->end[0], b->end[1], n, 0);
-}
-
-static void ap_close(struct anypipe *p, int which)
-{
-	int r = p->kind == KERNEL ? close(p->fd[which]) : pp_close(p->end[which]);
-	if (r != 0)
-		die(p->kind == KERNEL ? "close" : "pp_close");
 }
 
 /* ---- 1. pipe to pipe ---------------------------------------------------- */
@@ -251,19 +138,17 @@ struct chain {
 	struct anypipe a, b;
 	unsigned long long total;
 	pthread_barrier_t start;
-	double t0, t1;
-	unsigned long long received;
-	unsigned long reads, bad;
-	int werr, merr, rerr;
+	double t0;
+	struct rx rx; /* the reader's */
+	int werr, merr;
 };
 
 static void *chain_writer(void *arg)
 {
 	struct chain *c = arg;
 	pthread_barrier_wait(&c->start);
-	c->t0 = now();
-	for (unsigned long long pos = 0; pos < c->total && !c->werr; pos += BLOCK)
-		c->werr = ap_write_all(&c->a, expected(pos), BLOCK);
+	c->t0 = bench_now();
+	c->werr = ap_write_stream(&c->a, c->total, BLOCK);
 	ap_close(&c->a, 1);
 	return NULL;
 }
@@ -299,27 +184,8 @@ static void *chain_mover(void *arg)
 static void *chain_reader(void *arg)
 {
 	struct chain *c = arg;
-	unsigned char *buf = malloc(BLOCK);
-	unsigned long long pos = 0;
-	if (!buf)
-		die("malloc");
 	pthread_barrier_wait(&c->start);
-	for (;;) {
-		ssize_t r = ap_read(&c->b, buf, BLOCK);
-		if (r == 0)
-			break;
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			c->rerr = errno;
-			break;
-		}
-		c->bad += (unsigned long)check(buf, (size_t)r, pos, c->reads++);
-		pos += (unsigned long long)r;
-	}
-	c->t1 = now();
-	c->received = pos;
-	free(buf);
+	ap_read_stream(&c->b, BLOCK, sampled, &c->rx);
 	return NULL;
 }
 
@@ -343,14 +209,15 @@ static double run_chain(enum mover m, unsigned long long total)
 		pthread_join(t[i], NULL);
 	ap_close(&c.b, 0);
 	pthread_barrier_destroy(&c.start);
-	if (c.werr || c.merr || c.rerr || c.bad || c.received != total) {
+	if (c.werr || c.merr || c.rx.err || c.rx.bad || c.rx.received != total) {
 		fprintf(stderr,
 		        "DATA ERROR: pipe to pipe, %s: wrote %llu, received %llu, %lu bad "
 		        "reads of %lu, errno writer %d mover %d reader %d\n",
-		        mover_name[m], total, c.received, c.bad, c.reads, c.werr, c.merr, c.rerr);
+		        mover_name[m], total, c.rx.received, c.rx.bad, c.rx.reads, c.werr, c.merr,
+		        c.rx.err);
 		data_errors++;
 	}
-	return (double)total / (c.t1 - c.t0);
+	return (double)total / (c.rx.t1 - c.t0);
 }
 
 /*
@@ -369,7 +236,7 @@ static double run_mover_alone(enum mover m, long moves)
 	ap_open(&p[0], mover_kind(m));
 	ap_open(&p[1], mover_kind(m));
 	err = ap_write_all(&p[0], expected(0), BLOCK);
-	double t0 = now();
+	double t0 = bench_now();
 	for (; done < moves && !err; done++) {
 		struct anypipe *src = &p[done % 2], *dst = &p[(done + 1) % 2];
 		for (size_t left = BLOCK; left && !err;) {
@@ -384,7 +251,7 @@ static double run_mover_alone(enum mover m, long moves)
 			left -= (size_t)r;
 		}
 	}
-	double t1 = now();
+	double t1 = bench_now();
 	/* the block is in p[moves % 2] now: read it back and compare */
 	size_t got = 0;
 	while (!err && got < BLOCK) {
@@ -412,30 +279,38 @@ static double run_mover_alone(enum mover m, long moves)
 	return (double)moves * BLOCK / (t1 - t0);
 }
 
+/* A byte total of about bytes * scale: whole blocks, at least 16. */
+static unsigned long long scaled_total(double bytes, double scale)
+{
+	unsigned long long total = (unsigned long long)(bytes * scale);
+	total -= total % BLOCK;
+	return total < 16 * BLOCK ? 16 * BLOCK : total;
+}
+
+/* bench_medians runs: the variant is the mover. */
+static double chain_variant(int m, const void *total)
+{
+	return run_chain((enum mover)m, *(const unsigned long long *)total);
+}
+
+static double mover_alone_variant(int m, const void *moves)
+{
+	return run_mover_alone((enum mover)m, *(const long *)moves);
+}
+
 static void part_pipe(int reps, double scale, const char *only)
 {
-	double v[M_COUNT][MAX_REPS], med[M_COUNT];
+	double med[M_COUNT];
 	char amt[32];
 
 	if (!only || strstr("pipe", only)) {
-		unsigned long long total = (unsigned long long)(512.0 * MiB * scale);
-		total -= total % BLOCK;
-		if (total < 16 * BLOCK)
-			total = 16 * BLOCK;
+		unsigned long long total = scaled_total(512.0 * MiB, scale);
 		fmt_amount(amt, sizeof amt, total);
 		printf("1. pipe to pipe: writer -> A -> mover -> B -> reader (64 KiB pp_read/read), "
 		       "%s per run\n", amt);
-		for (int rep = 0; rep < reps; rep++)
-			for (int k = 0; k < M_COUNT; k++) {
-				enum mover m = (enum mover)((k + rep) % M_COUNT);
-				alarm((unsigned)(120 + 120 * scale));
-				v[m][rep] = run_chain(m, total);
-				alarm(0);
-			}
-		for (int m = 0; m < M_COUNT; m++) {
-			med[m] = median(v[m], reps);
+		bench_medians(M_COUNT, reps, scale, chain_variant, &total, med);
+		for (int m = 0; m < M_COUNT; m++)
 			printf("  %-44s %9.1f MB/s\n", mover_name[m], med[m] / 1e6);
-		}
 		target("pp_splice / pp copy (end to end)", med[M_PP_SPLICE] / med[M_PP_COPY], 10, 1);
 		printf("  %-44s %7.2fx\n", "pp_splice / kernel splice", med[M_PP_SPLICE] / med[M_K_SPLICE]);
 		printf("  %-44s %7.2fx\n", "pp copy / kernel copy", med[M_PP_COPY] / med[M_K_COPY]);
@@ -451,18 +326,10 @@ static void part_pipe(int reps, double scale, const char *only)
 		fmt_amount(amt, sizeof amt, (unsigned long long)moves * BLOCK);
 		printf("1b. mover alone: one thread moves 64 KiB back and forth between two "
 		       "pipes, %s per run\n", amt);
-		for (int rep = 0; rep < reps; rep++)
-			for (int k = 0; k < M_COUNT; k++) {
-				enum mover m = (enum mover)((k + rep) % M_COUNT);
-				alarm((unsigned)(120 + 120 * scale));
-				v[m][rep] = run_mover_alone(m, moves);
-				alarm(0);
-			}
-		for (int m = 0; m < M_COUNT; m++) {
-			med[m] = median(v[m], reps);
+		bench_medians(M_COUNT, reps, scale, mover_alone_variant, &moves, med);
+		for (int m = 0; m < M_COUNT; m++)
 			printf("  %-44s %9.1f MB/s %8.2f us per 64 KiB\n", mover_name[m], med[m] / 1e6,
 			       med[m] > 0 ? 1e6 * BLOCK / med[m] : 0);
-		}
 		target("pp_splice / pp copy (mover alone)", med[M_PP_SPLICE] / med[M_PP_COPY], 10, 1);
 		printf("  %-44s %7.2fx\n", "pp_splice / kernel splice", med[M_PP_SPLICE] / med[M_K_SPLICE]);
 		printf("  %-44s %7.2fx\n\n", "kernel splice / kernel copy (for reference)",
@@ -496,9 +363,8 @@ static void *fan_writer(void *arg)
 	struct fan *f = arg;
 	struct anypipe p = { .kind = PAGEPIPE, .end = { f->src[0], f->src[1] } };
 	pthread_barrier_wait(&f->start);
-	f->t0 = now();
-	for (unsigned long long pos = 0; pos < f->total && !f->werr; pos += BLOCK)
-		f->werr = ap_write_all(&p, expected(pos), BLOCK);
+	f->t0 = bench_now();
+	f->werr = ap_write_stream(&p, f->total, BLOCK);
 	if (pp_close(f->src[1]))
 		die("pp_close");
 	return NULL;
@@ -570,7 +436,7 @@ static void *fan_reader(void *arg)
 		size_t got = 0;
 		for (ssize_t s = 0; s < k; s++) {
 			f->bad[i] += (unsigned long)check(iov[s].iov_base, iov[s].iov_len, pos + got,
-			                                  f->segs[i]++);
+			                                  f->segs[i]++, sampled);
 			got += iov[s].iov_len;
 		}
 		if (pp_consume(f->out[i][0], got) != (ssize_t)got) {
@@ -579,7 +445,7 @@ static void *fan_reader(void *arg)
 		}
 		pos += got;
 	}
-	f->t1[i] = now();
+	f->t1[i] = bench_now();
 	f->received[i] = pos;
 	return NULL;
 }
@@ -648,15 +514,24 @@ static double run_fan(int n, int copying, unsigned long long total)
 	return (double)total / (t1 - f.t0);
 }
 
+/* A fan-out's parameters for bench_medians: the variant is `copying`. */
+struct fan_run {
+	int n;
+	unsigned long long total;
+};
+
+static double fan_variant(int copying, const void *ctx)
+{
+	const struct fan_run *fr = ctx;
+	return run_fan(fr->n, copying, fr->total);
+}
+
 static void part_fanout(int reps, double scale)
 {
 	static const int ns[] = { 1, 2, 4 };
-	double v[3][2][MAX_REPS], med[3][2];
+	double med[3][2];
 	char amt[32];
-	unsigned long long total = (unsigned long long)(256.0 * MiB * scale);
-	total -= total % BLOCK;
-	if (total < 16 * BLOCK)
-		total = 16 * BLOCK;
+	unsigned long long total = scaled_total(256.0 * MiB, scale);
 	fmt_amount(amt, sizeof amt, total);
 	printf("2. fan-out: writer -> source -> distributor -> N pipes -> N zero-copy readers "
 	       "(pp_peek/pp_consume),\n   64 KiB blocks, %s per run, rate of the source "
@@ -664,15 +539,8 @@ static void part_fanout(int reps, double scale)
 	printf("  %-10s %16s %22s %10s\n", "readers", "pp_fanout", "copying distributor",
 	       "ratio");
 	for (int j = 0; j < 3; j++) {
-		for (int rep = 0; rep < reps; rep++)
-			for (int k = 0; k < 2; k++) {
-				int copying = (k + rep) % 2;
-				alarm((unsigned)(120 + 120 * scale));
-				v[j][copying][rep] = run_fan(ns[j], copying, total);
-				alarm(0);
-			}
-		med[j][0] = median(v[j][0], reps);
-		med[j][1] = median(v[j][1], reps);
+		struct fan_run fr = { ns[j], total };
+		bench_medians(2, reps, scale, fan_variant, &fr, med[j]);
 		printf("  %-10d %11.1f MB/s %17.1f MB/s %9.2fx\n", ns[j], med[j][0] / 1e6,
 		       med[j][1] / 1e6, med[j][0] / med[j][1]);
 		fflush(stdout);
@@ -701,7 +569,7 @@ static void *file_filler(void *arg)
 	loff_t koff = 0;
 	off_t off = 0;
 	pthread_barrier_wait(&fr->start);
-	fr->t0 = now();
+	fr->t0 = bench_now();
 	for (;;) {
 		ssize_t r = fr->kind == KERNEL
 		                    ? splice(fr->file, &koff, fr->p.fd[1], NULL, BLOCK, 0)
@@ -738,41 +606,22 @@ static void *file_drainer(void *arg)
 		}
 		fr->out += (unsigned long long)r;
 	}
-	fr->t1 = now();
+	fr->t1 = bench_now();
 	ap_close(&fr->p, 0); /* a filler stuck on a full pipe gets EPIPE */
 	return NULL;
 }
 
-/* The checker of a verification run: reads the sink pipe, compares all. */
+/* The checker of a verification run: reads the sink pipe, compares every
+ * byte, -s or not: this run is the content check. */
 struct sinkcheck {
-	int fd;
-	unsigned long long got;
-	unsigned long bad, reads;
-	int err;
+	struct anypipe p; /* a kernel pipe; only its read end is used */
+	struct rx rx;
 };
 
 static void *sink_checker(void *arg)
 {
 	struct sinkcheck *sc = arg;
-	unsigned char *buf = malloc(BLOCK);
-	if (!buf)
-		die("malloc");
-	for (;;) {
-		ssize_t r = read(sc->fd, buf, BLOCK);
-		if (r == 0)
-			break;
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			sc->err = errno;
-			break;
-		}
-		/* every byte, -s or not: this run is the content check */
-		sc->bad += memcmp(buf, expected(sc->got), (size_t)r) != 0;
-		sc->reads++;
-		sc->got += (unsigned long long)r;
-	}
-	free(buf);
+	ap_read_stream(&sc->p, BLOCK, 0, &sc->rx);
 	return NULL;
 }
 
@@ -784,7 +633,6 @@ static double run_file(enum kind kind, int file, int devnull, unsigned long long
 {
 	struct filerun fr;
 	struct sinkcheck sc;
-	int kp[2] = { -1, -1 };
 	pthread_t t[3];
 
 	memset(&fr, 0, sizeof fr);
@@ -795,10 +643,8 @@ static double run_file(enum kind kind, int file, int devnull, unsigned long long
 	fr.sink = devnull;
 	ap_open(&fr.p, kind);
 	if (verify) {
-		if (pipe(kp))
-			die("pipe");
-		fr.sink = kp[1];
-		sc.fd = kp[0];
+		ap_open(&sc.p, KERNEL);
+		fr.sink = sc.p.fd[1];
 		if (pthread_create(&t[2], NULL, sink_checker, &sc))
 			die("pthread_create");
 	}
@@ -811,28 +657,38 @@ static double run_file(enum kind kind, int file, int devnull, unsigned long long
 	pthread_join(t[1], NULL);
 	pthread_barrier_destroy(&fr.start);
 	if (verify) {
-		close(kp[1]);
+		ap_close(&sc.p, 1);
 		pthread_join(t[2], NULL);
-		close(kp[0]);
+		ap_close(&sc.p, 0);
 	}
 	if (fr.ierr || fr.oerr || fr.in != size || fr.out != size ||
-	    (verify && (sc.err || sc.bad || sc.got != size))) {
+	    (verify && (sc.rx.err || sc.rx.bad || sc.rx.received != size))) {
 		fprintf(stderr,
 		        "DATA ERROR: file to %s, %s: file %llu bytes, filled %llu, drained "
 		        "%llu, errno %d/%d; checked %llu, %lu bad reads of %lu, errno %d\n",
-		        verify ? "checking pipe" : "/dev/null", kind == KERNEL ? "kernel" : "pagepipe",
-		        size, fr.in, fr.out, fr.ierr, fr.oerr, sc.got, sc.bad, sc.reads, sc.err);
+		        verify ? "checking pipe" : "/dev/null", kind_name(kind), size, fr.in,
+		        fr.out, fr.ierr, fr.oerr, sc.rx.received, sc.rx.bad, sc.rx.reads,
+		        sc.rx.err);
 		data_errors++;
 	}
 	return (double)size / (fr.t1 - fr.t0);
 }
 
+/* The file case's parameters for bench_medians: the variant is the kind. */
+struct file_run {
+	int file, devnull;
+	unsigned long long size;
+};
+
+static double file_variant(int kind, const void *ctx)
+{
+	const struct file_run *fr = ctx;
+	return run_file((enum kind)kind, fr->file, fr->devnull, fr->size, 0);
+}
+
 static void part_file(int reps, double scale)
 {
-	unsigned long long size = (unsigned long long)(256.0 * MiB * scale);
-	size -= size % BLOCK;
-	if (size < 16 * BLOCK)
-		size = 16 * BLOCK;
+	unsigned long long size = scaled_total(256.0 * MiB, scale);
 	const char *dir = getenv("TMPDIR");
 	char path[4096];
 	snprintf(path, sizeof path, "%s/bench_zerocopy.XXXXXX", dir && *dir ? dir : "/tmp");
@@ -859,16 +715,9 @@ static void part_file(int reps, double scale)
 	run_file(KERNEL, file, devnull, size, 1);
 	run_file(PAGEPIPE, file, devnull, size, 1);
 
-	double v[2][MAX_REPS], med[2];
-	for (int rep = 0; rep < reps; rep++)
-		for (int k = 0; k < 2; k++) {
-			enum kind kind = (enum kind)((k + rep) % 2);
-			alarm((unsigned)(120 + 120 * scale));
-			v[kind][rep] = run_file(kind, file, devnull, size, 0);
-			alarm(0);
-		}
-	med[KERNEL] = median(v[KERNEL], reps);
-	med[PAGEPIPE] = median(v[PAGEPIPE], reps);
+	double med[2];
+	struct file_run fr = { file, devnull, size };
+	bench_medians(2, reps, scale, file_variant, &fr, med);
 	printf("  %-44s %9.1f MB/s\n", "kernel splice(2) file -> pipe -> /dev/null",
 	       med[KERNEL] / 1e6);
 	printf("  %-44s %9.1f MB/s\n", "pp_splice_from_fd + pp_splice_to_fd", med[PAGEPIPE] / 1e6);
@@ -964,7 +813,7 @@ static void part_memory(void)
 	long left_fan, left_copy;
 	long one_copy = (long)(MEM_BYTES / PP_PAGE_SIZE);
 	printf("4. memory: 256 KiB fanned out to 4 stalled readers (pipes sized to hold it)\n");
-	alarm(120);
+	bench_arm(0);
 	long fan = mem_run(0, &left_fan);
 	long copy = mem_run(1, &left_copy);
 	alarm(0);
@@ -975,11 +824,7 @@ static void part_memory(void)
 	       left_copy);
 	int ok = fan == one_copy;
 	printf("  %-44s %7ld  target %ld  %s\n", "pp_fanout pages for 4 readers", fan, one_copy,
-	       ok ? "MET" : "MISSED");
-	if (ok)
-		met++;
-	else
-		missed++;
+	       bench_result(ok));
 	if (fan < 0 || copy < 0 || left_fan || left_copy) {
 		fprintf(stderr, "DATA ERROR: memory part: the fan-out failed or pages were not "
 		                "returned after draining (%ld, %ld pages left)\n",
@@ -992,103 +837,42 @@ static void part_memory(void)
 
 /* ---- driver ----------------------------------------------------------- */
 
-static void usage(const char *argv0)
-{
-	fprintf(stderr,
-	        "usage: %s [-q] [-s] [-r REPS] [-c CASE]\n"
-	        "  -q       quick smoke run (1/16 of the work, 3 repetitions)\n"
-	        "  -s       readers sample their comparison (1 segment in 16 in full)\n"
-	        "  -r REPS  repetitions per measurement, 1..%d (default 5)\n"
-	        "  -c CASE  only the parts whose name contains CASE: pipe, mover, fanout,\n"
-	        "           file, memory\n"
-	        "  env PP_BENCH_SCALE=F multiplies the work by F\n",
-	        argv0, MAX_REPS);
-	exit(2);
-}
-
 int main(int argc, char **argv)
 {
-	double scale = 1.0;
-	int reps = 5, quick = 0, opt;
-	const char *env = getenv("PP_BENCH_SCALE");
-	const char *only = NULL;
+	struct bench_opts o = {
+		.flags = "s",
+		.flags_help = "  -s       readers sample their comparison (1 segment in 16 in full)\n",
+		.case_help = "only the parts whose name contains CASE: pipe, mover, fanout,\n"
+		             "           file, memory",
+	};
 
-	while ((opt = getopt(argc, argv, "qsr:c:h")) != -1) {
-		switch (opt) {
-		case 'q':
-			quick = 1;
-			break;
-		case 's':
-			sampled = 1;
-			break;
-		case 'c':
-			only = optarg;
-			break;
-		case 'r':
-			reps = atoi(optarg);
-			if (reps < 1 || reps > MAX_REPS)
-				usage(argv[0]);
-			break;
-		default:
-			usage(argv[0]);
-		}
-	}
-	if (optind != argc)
-		usage(argv[0]);
-	if (env && *env) {
-		char *endp;
-		scale = strtod(env, &endp);
-		if (*endp || !(scale > 0) || scale > 1000) {
-			fprintf(stderr, "PP_BENCH_SCALE must be a number in (0, 1000]\n");
-			return 2;
-		}
-	}
-	if (quick) {
-		scale /= 16;
-		if (reps > 3)
-			reps = 3;
-	}
-
-	/* A random pattern (xorshift), so that no shifted or stale page can
-	 * pass for the right one. */
-	pattern = malloc(PAT_LEN);
-	if (!pattern)
-		die("malloc");
-	uint64_t x = 0x9e3779b97f4a7c15ull;
-	for (size_t i = 0; i < PERIOD; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		pattern[i] = (unsigned char)(x >> 24);
-	}
-	for (size_t i = PERIOD; i < PAT_LEN; i++)
-		pattern[i] = pattern[i - PERIOD];
+	bench_options(&o, argc, argv);
+	sampled = o.set['s'];
+	/* A random pattern, so that no shifted or stale page can pass for the
+	 * right one; valid for chunks of up to 1 MiB. */
+	bench_pattern(PERIOD, MiB, 1);
 	/* A lost reader must show up as EPIPE, not kill the report. */
 	signal(SIGPIPE, SIG_IGN);
 
 	printf("bench_zerocopy: pagepipe %s, zero-copy paths vs copying and vs the kernel, "
 	       "%ld CPUs\n",
 	       pp_version(), sysconf(_SC_NPROCESSORS_ONLN));
-	printf("median of %d alternating runs, scale %g%s, readers compare %s\n\n", reps, scale,
-	       quick ? " (quick)" : "", sampled ? "1 segment in 16 (sampled)" : "every byte");
+	printf("median of %d alternating runs, scale %g%s, readers compare %s\n\n", o.reps,
+	       o.scale, o.quick ? " (quick)" : "",
+	       sampled ? "1 segment in 16 (sampled)" : "every byte");
 	fflush(stdout);
 
-	if (!only || strstr("pipe", only) || strstr("mover", only))
-		part_pipe(reps, scale, only);
-	if (!only || strstr("fanout", only))
-		part_fanout(reps, scale);
-	if (!only || strstr("file", only))
-		part_file(reps, scale);
-	if (!only || strstr("memory", only))
+	if (!o.only || strstr("pipe", o.only) || strstr("mover", o.only))
+		part_pipe(o.reps, o.scale, o.only);
+	if (!o.only || strstr("fanout", o.only))
+		part_fanout(o.reps, o.scale);
+	if (!o.only || strstr("file", o.only))
+		part_file(o.reps, o.scale);
+	if (!o.only || strstr("memory", o.only))
 		part_memory();
-	free(pattern);
 
-	printf("targets: %d met, %d missed (a report, not a test)\n", met, missed);
-	if (data_errors) {
-		printf("DATA ERRORS: %d runs lost or corrupted data\n", data_errors);
-		return 1;
-	}
-	printf("data: every reader got the exact byte count, and its bytes matched what "
-	       "was written (%s)\n", sampled ? "sampled" : "every byte compared");
-	return 0;
+	return bench_finish(sampled ? "every reader got the exact byte count, and its bytes "
+	                              "matched what was written (sampled)"
+	                            : "every reader got the exact byte count, and its bytes "
+	                              "matched what was written (every byte compared)");
 }

@@ -318,10 +318,7 @@ static void *drain_reader(void *arg)
 		ssize_t n = tp_read(d->t, buf, want);
 		if (n <= 0)
 			break;
-		long b = tp_verify(buf, (size_t)n, 21, d->got);
-		if (b >= 0 && d->bad < 0)
-			d->bad = (long)d->got + b;
-		d->got += (size_t)n;
+		tp_take(buf, (size_t)n, 21, &d->got, &d->bad);
 	}
 	return NULL;
 }
@@ -492,10 +489,7 @@ static void *stream_writer(void *arg)
 	static __thread char buf[20000];
 	uint32_t seed = 99;
 	while (s->done < s->total) {
-		size_t n = 1 + tp_rand(&seed) % sizeof buf;
-		if (n > s->total - s->done)
-			n = s->total - s->done;
-		tp_fill(buf, n, 31, s->done);
+		size_t n = tp_chunk(buf, sizeof buf, &seed, 31, s->done, s->total);
 		ssize_t w = tp_write(s->t, buf, n);
 		if (w != (ssize_t)n)
 			break;
@@ -523,10 +517,7 @@ static void sc_stream(struct tp_rec *r, int kernel)
 			TP_REC(r, "last read", tp_res(n));
 			break;
 		}
-		long b = tp_verify(buf, (size_t)n, 31, got);
-		if (b >= 0 && bad < 0)
-			bad = (long)got + b;
-		got += (size_t)n;
+		tp_take(buf, (size_t)n, 31, &got, &bad);
 	}
 	pthread_join(th, NULL);
 	TP_REC(r, "written", (long)s.done);

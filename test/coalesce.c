@@ -93,14 +93,6 @@ static long m_bytes(const struct model *m)
 	return s;
 }
 
-static long pages_in_use(void)
-{
-	struct pp_pool_stats st;
-	if (pp_pool_stats(&st) != 0)
-		return -1;
-	return st.pages_in_use;
-}
-
 /* ---- cases -------------------------------------------------------------- */
 
 /* 65536 one-byte writes fit in a default pipe, the next gets EAGAIN, and
@@ -111,7 +103,7 @@ static void sc_one_byte(struct tp_rec *r, int kernel)
 	CHECK_EQ(tp_open(&t, kernel, PP_NONBLOCK), 0);
 	long ok = 0, res = 0;
 	if (!kernel)
-		CHECK_EQ(pages_in_use(), 0);
+		CHECK_EQ(tp_pages_in_use(), 0);
 	for (int i = 0; i < 70000; i++) {
 		res = tp_res(tp_write(&t, "x", 1));
 		if (res != 1)
@@ -124,7 +116,7 @@ static void sc_one_byte(struct tp_rec *r, int kernel)
 	CHECK_EQ(ok, 65536);
 	CHECK_EQ(res, -EAGAIN);
 	if (!kernel)
-		CHECK_EQ(pages_in_use(), 16);
+		CHECK_EQ(tp_pages_in_use(), 16);
 	char buf[100];
 	TP_REC(r, "read 100", tp_res(tp_read(&t, buf, 100)));
 	TP_REC(r, "still full", tp_res(tp_write(&t, "x", 1)));
@@ -133,10 +125,10 @@ static void sc_one_byte(struct tp_rec *r, int kernel)
 	TP_REC(r, "a slot freed", tp_res(tp_write(&t, page, 4096)));
 	TP_REC(r, "full again", tp_res(tp_write(&t, "x", 1)));
 	if (!kernel)
-		CHECK_EQ(pages_in_use(), 16);
+		CHECK_EQ(tp_pages_in_use(), 16);
 	tp_close(&t);
 	if (!kernel)
-		CHECK_EQ(pages_in_use(), 0);
+		CHECK_EQ(tp_pages_in_use(), 0);
 }
 
 static void one_byte_writes_fill_16_pages(void)
@@ -163,7 +155,7 @@ static void sc_full_merge(struct tp_rec *r, int kernel)
 	TP_REC(r, "full: 1", tp_res(tp_write(&t, buf, 1)));
 	TP_REC(r, "nread", tp_nread(&t, 0));
 	if (!kernel)
-		CHECK_EQ(pages_in_use(), 16);
+		CHECK_EQ(tp_pages_in_use(), 16);
 	tp_close(&t);
 	CHECK_EQ(r->v[16], -EAGAIN);
 	CHECK_EQ(r->v[17], 100);
@@ -194,7 +186,7 @@ static void sc_offset(struct tp_rec *r, int kernel)
 	TP_REC(r, "1: nothing fits", tp_res(tp_write(&t, buf, 1)));
 	TP_REC(r, "nread", tp_nread(&t, 0));
 	if (!kernel)
-		CHECK_EQ(pages_in_use(), 2);
+		CHECK_EQ(tp_pages_in_use(), 2);
 	tp_close(&t);
 	TP_WANT(r, kernel, 8192, 3000, 2000, 1000, 200, -EAGAIN, 3896, -EAGAIN,
 	        6096);
@@ -243,9 +235,9 @@ static void sc_sequence(struct tp_rec *r, int kernel)
 				        got, want);
 				t_case_failed = 1;
 			}
-			if (!kernel && pages_in_use() != m.n) {
+			if (!kernel && tp_pages_in_use() != m.n) {
 				fprintf(stderr, "seq %d step %d rep %d: pages_in_use %ld, "
-				        "model slots %d\n", seq_pick, i, k, pages_in_use(), m.n);
+				        "model slots %d\n", seq_pick, i, k, tp_pages_in_use(), m.n);
 				t_case_failed = 1;
 			}
 			if (got < 0)
@@ -329,7 +321,7 @@ static void sc_random(struct tp_rec *r, int kernel)
 			t_case_failed = 1;
 			break;
 		}
-		long pages = kernel ? m.n : pages_in_use();
+		long pages = kernel ? m.n : tp_pages_in_use();
 		if (pages != m.n) {
 			fprintf(stderr, "seed %u slots %d step %d: pages_in_use %ld, "
 			        "model slots %d\n", rnd_seed, rnd_slots, i, pages, m.n);
@@ -369,7 +361,7 @@ static void sc_packet_fill(struct tp_rec *r, int kernel)
 	TP_REC(r, "the next", res);
 	TP_REC(r, "nread", tp_nread(&t, 0));
 	if (!kernel)
-		CHECK_EQ(pages_in_use(), 16);
+		CHECK_EQ(tp_pages_in_use(), 16);
 	CHECK_EQ(ok, 16);
 	CHECK_EQ(res, -EAGAIN);
 	tp_close(&t);
@@ -390,7 +382,7 @@ static void sc_packet_fill(struct tp_rec *r, int kernel)
 			want = m_read(&m, len);
 		}
 		TP_REC(r, "op", got);
-		if (got != want || (!kernel && pages_in_use() != m.n)) {
+		if (got != want || (!kernel && tp_pages_in_use() != m.n)) {
 			fprintf(stderr, "packet step %d len %ld: %s %ld, model %ld, "
 			        "slots %d\n", i, len, tp_name(&t), got, want, m.n);
 			t_case_failed = 1;

@@ -35,7 +35,6 @@
  * A mismatch prints the mode, seed, step, operation and both results, with
  * the command line that replays just that sequence, and fails the case.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -53,6 +52,7 @@
 
 #include "pagepipe.h"
 #include "harness.h"
+#include "tpipe.h"
 
 #ifndef IOV_MAX
 #define IOV_MAX 1024
@@ -231,20 +231,6 @@ static int take_sigpipe(void)
 	int n = 0;
 	while (sigtimedwait(&g_pipeset, NULL, &zero) == SIGPIPE)
 		n++;
-	return n;
-}
-
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *de;
-	int n = 0;
-	if (!d)
-		return -1;
-	while ((de = readdir(d)))
-		if (de->d_name[0] != '.')
-			n++;
-	closedir(d);
 	return n;
 }
 
@@ -545,7 +531,8 @@ static void check_fl(struct seq *s, int e)
 }
 
 /* After every step: poll vs pp_events for each open end, pp_fd readiness,
- * FIONREAD vs pp_nread and F_GETPIPE_SZ vs pp_getsize. */
+ * FIONREAD vs pp_nread and F_GETPIPE_SZ vs pp_getsize.  Once the sequence
+ * has failed it does nothing. */
 static void check_state(struct seq *s)
 {
 	char b1[80], b2[80];
@@ -801,7 +788,7 @@ static void seq_finish(struct seq *s, int fds0)
 	alarm(0);
 	g_cur = NULL;
 	if (fds0 >= 0 && !s->failed) {
-		int fds1 = count_fds();
+		int fds1 = tp_count_fds();
 		if (fds1 != fds0) {
 			snprintf(s->op, sizeof s->op, "end of sequence, all handles closed");
 			mismatch(s, "%d file descriptors open before the sequence, %d after",
@@ -936,7 +923,7 @@ static void random_step(struct seq *s)
 static void random_sequence(int packet, unsigned long long seed)
 {
 	struct seq s;
-	int fds0 = count_fds();
+	int fds0 = tp_count_fds();
 	long steps;
 	seq_init(&s, seed, packet);
 	if (seq_open(&s, packet, (int)rnd(&s, 2), (int)rnd(&s, 2)) != 0)
@@ -947,8 +934,7 @@ static void random_sequence(int packet, unsigned long long seed)
 	for (s.step = 1; s.step <= steps && !s.failed && (s.nh[0] || s.nh[1]);
 	     s.step++) {
 		random_step(&s);
-		if (!s.failed)
-			check_state(&s);
+		check_state(&s);
 	}
 	seq_finish(&s, fds0);
 }
@@ -987,13 +973,21 @@ static void random_packet(void)
 
 /* ---- scripted cases ---- */
 
+/* The next step of a script: a read or write of n bytes on handle 0 of end
+ * e of both pipes, unless the sequence already failed (then -1). */
+static long script_io(struct seq *s, int kind, int e, size_t n)
+{
+	s->step++;
+	return s->failed ? -1 : io(s, kind, e, 0, n, NULL);
+}
+
 /* One-byte non-blocking writes until EAGAIN: both must stop at the same
  * byte (65536 in stream mode, 16 packets in packet mode); then probe the
  * full pipe and drain it. */
 static void one_byte_fill_mode(int packet)
 {
 	struct seq s;
-	int fds0 = count_fds();
+	int fds0 = tp_count_fds();
 	long count = 0, r, want = packet ? 16 : 65536;
 	seq_init(&s, 0, packet);
 	s.scripted = 1;
@@ -1013,42 +1007,21 @@ static void one_byte_fill_mode(int packet)
 		        "expected %ld\n", count, want);
 	check_state(&s);
 	/* The full pipe: one more byte, a big write, a read, a page's read. */
-	s.step++;
-	if (!s.failed)
-		io(&s, K_WRITE, 1, 0, 1, NULL);
-	s.step++;
-	if (!s.failed)
-		io(&s, K_WRITE, 1, 0, 4097, NULL);
-	s.step++;
-	if (!s.failed)
-		io(&s, K_WRITE, 1, 0, 0, NULL);
-	s.step++;
-	if (!s.failed)
-		io(&s, K_READ, 0, 0, 1, NULL);
-	if (!s.failed)
-		check_state(&s);
-	s.step++;
-	if (!s.failed)
-		io(&s, K_WRITE, 1, 0, 1, NULL);
-	s.step++;
-	if (!s.failed)
-		io(&s, K_READ, 0, 0, packet ? 1 : 4095, NULL);
-	if (!s.failed)
-		check_state(&s);
-	s.step++;
-	if (!s.failed)
-		io(&s, K_WRITE, 1, 0, 4096, NULL);
-	s.step++;
-	if (!s.failed)
-		io(&s, K_WRITE, 1, 0, 1, NULL);
-	if (!s.failed)
-		check_state(&s);
+	script_io(&s, K_WRITE, 1, 1);
+	script_io(&s, K_WRITE, 1, 4097);
+	script_io(&s, K_WRITE, 1, 0);
+	script_io(&s, K_READ, 0, 1);
+	check_state(&s);
+	script_io(&s, K_WRITE, 1, 1);
+	script_io(&s, K_READ, 0, packet ? 1 : 4095);
+	check_state(&s);
+	script_io(&s, K_WRITE, 1, 4096);
+	script_io(&s, K_WRITE, 1, 1);
+	check_state(&s);
 	/* Drain, comparing every byte. */
 	while (!s.failed) {
-		s.step++;
-		r = io(&s, K_READ, 0, 0, packet ? 4096 : 10000, NULL);
-		if (!s.failed)
-			check_state(&s);
+		r = script_io(&s, K_READ, 0, packet ? 4096 : 10000);
+		check_state(&s);
 		if (r <= 0)
 			break;
 	}
@@ -1076,7 +1049,7 @@ static void mixed_fill_one(int packet, unsigned long long seed)
 	static const unsigned long caps[] = { 0, 4096, 8192, 16384, 65536, 262144,
 	                                      1UL << 20 };
 	struct seq s;
-	int fds0 = count_fds();
+	int fds0 = tp_count_fds();
 	long r, kept = 0;
 	unsigned long cap;
 	seq_init(&s, seed, packet);
@@ -1094,8 +1067,7 @@ static void mixed_fill_one(int packet, unsigned long long seed)
 			break;
 		kept += r;
 	}
-	if (!s.failed)
-		check_state(&s);
+	check_state(&s);
 	if (!s.failed && g_verbose)
 		fprintf(stderr, "  both pipes took %ld bytes\n", kept);
 	while (!s.failed) {
@@ -1106,8 +1078,7 @@ static void mixed_fill_one(int packet, unsigned long long seed)
 			break;
 		kept -= r;
 	}
-	if (!s.failed)
-		check_state(&s);
+	check_state(&s);
 	if (!s.failed && !packet && kept != 0)   /* packet reads may discard */
 		mismatch(&s, "drained %ld bytes fewer than were written", kept);
 	seq_finish(&s, fds0);

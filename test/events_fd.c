@@ -112,30 +112,30 @@ static int fd_readable(int fd)
 	return (p.revents & POLLIN) != 0;
 }
 
-/* The descriptor of each end says what pp_events says, and what it should. */
+/* The descriptor of one end is readable exactly when pp_events shows one
+ * of the ready events, and when it should (want). */
+static void check_fd(const char *which, struct pp_end *end, int fd, int ready_events,
+                     int want, const char *state)
+{
+	int ev = pp_events(end);
+	int ready = fd_readable(fd);
+	int says = (ev & ready_events) != 0;
+	if (ready != says || ready != want) {
+		fprintf(stderr, "%s: %s end: fd readable %d, pp_events %#x, want %d\n",
+		        state, which, ready, ev, want);
+		t_case_failed = 1;
+	}
+}
+
+/* The descriptor of each end (if given) says what pp_events says, and what
+ * it should. */
 static void check_fds(struct pp_end *r, int rfd, struct pp_end *w, int wfd,
                       int want_r, int want_w, const char *state)
 {
-	if (r) {
-		int ev = pp_events(r);
-		int ready = fd_readable(rfd);
-		int says = (ev & (POLLIN | POLLHUP)) != 0;
-		if (ready != says || ready != want_r) {
-			fprintf(stderr, "%s: read end: fd readable %d, pp_events %#x, "
-			        "want %d\n", state, ready, ev, want_r);
-			t_case_failed = 1;
-		}
-	}
-	if (w) {
-		int ev = pp_events(w);
-		int ready = fd_readable(wfd);
-		int says = (ev & (POLLOUT | POLLERR)) != 0;
-		if (ready != says || ready != want_w) {
-			fprintf(stderr, "%s: write end: fd readable %d, pp_events %#x, "
-			        "want %d\n", state, ready, ev, want_w);
-			t_case_failed = 1;
-		}
-	}
+	if (r)
+		check_fd("read", r, rfd, POLLIN | POLLHUP, want_r, state);
+	if (w)
+		check_fd("write", w, wfd, POLLOUT | POLLERR, want_w, state);
 }
 
 static void fd_follows_events(void)

@@ -406,10 +406,7 @@ static void *pair_write(void *arg)
 	size_t pos = 0;
 	uint32_t s = p->seed;
 	while (pos < p->total) {
-		size_t n = 1 + tp_rand(&s) % sizeof buf;
-		if (n > p->total - pos)
-			n = p->total - pos;
-		tp_fill(buf, n, p->seed, pos);
+		size_t n = tp_chunk(buf, sizeof buf, &s, p->seed, pos, p->total);
 		ssize_t w = pp_write(p->e[1], buf, n);
 		if (w <= 0)
 			break;
@@ -429,10 +426,7 @@ static void *pair_read(void *arg)
 		ssize_t n = pp_read(p->e[0], buf, 1 + tp_rand(&s) % sizeof buf);
 		if (n <= 0)
 			break;
-		long b = tp_verify(buf, (size_t)n, p->seed, p->got);
-		if (b >= 0 && p->bad < 0)
-			p->bad = (long)(p->got + (size_t)b);
-		p->got += (size_t)n;
+		tp_take(buf, (size_t)n, p->seed, &p->got, &p->bad);
 	}
 	return NULL;
 }

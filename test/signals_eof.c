@@ -143,6 +143,13 @@ static void op_rescue(struct op *o)
 	}
 }
 
+/* End the thread of o: rescue the call if it is still blocked, join. */
+static void op_end(struct op *o, pthread_t th)
+{
+	op_rescue(o);
+	pthread_join(th, NULL);
+}
+
 static long op_res(struct op *o)
 {
 	return o->ret < 0 ? -(long)o->err : (long)o->ret;
@@ -202,8 +209,7 @@ static void sc_eof_dup(struct tp_rec *r, int kernel)
 		pp_close(we);
 	TP_REC(r, "woken by last close", op_wait(&o, 5000));
 	CHECK(tp_now() - t0 < 2.0);
-	op_rescue(&o);
-	pthread_join(th, NULL);
+	op_end(&o, th);
 	TP_REC(r, "read result", op_res(&o));
 	tp_close(&t);
 	TP_WANT(r, kernel, -EAGAIN, 1, 1, 0);
@@ -274,8 +280,7 @@ static void sc_sigpipe(struct tp_rec *r, int kernel)
 	tp_close_end(&t, 0);
 	op_init(&o, &t, 1, buf, 100);
 	CHECK_EQ(pthread_create(&th, NULL, op_run, &o), 0);
-	op_rescue(&o);
-	pthread_join(th, NULL);
+	op_end(&o, th);
 	TP_REC(r, "write", op_res(&o));
 	TP_REC(r, "SIGPIPEs", n_pipe);
 	TP_REC(r, "in the writing thread", pipe_tid == o.tid);
@@ -354,8 +359,7 @@ static void sc_reader_close_wakes_writer(struct tp_rec *r, int kernel)
 	TP_REC(r, "blocked", !op_done(&o));
 	tp_close_end(&t, 0);
 	TP_REC(r, "woken", op_wait(&o, 5000));
-	op_rescue(&o);
-	pthread_join(th, NULL);
+	op_end(&o, th);
 	TP_REC(r, "write", op_res(&o));
 	TP_REC(r, "SIGPIPEs", n_pipe);
 	tp_close(&t);
@@ -368,8 +372,7 @@ static void sc_reader_close_wakes_writer(struct tp_rec *r, int kernel)
 	TP_REC(r, "nread", tp_nread(&t, 0));
 	tp_close_end(&t, 0);
 	TP_REC(r, "woken", op_wait(&o, 5000));
-	op_rescue(&o);
-	pthread_join(th, NULL);
+	op_end(&o, th);
 	TP_REC(r, "write", op_res(&o));
 	TP_REC(r, "SIGPIPEs", n_pipe);
 	tp_close(&t);
@@ -398,21 +401,28 @@ static int interrupt(struct op *o, pthread_t th)
 	return sent;
 }
 
+/* Start o (made by op_init), wait until it sleeps, interrupt it with
+ * SIGUSR1 until it returns and end its thread: one signal should do, two
+ * at most (one that landed just before it slept). */
+static void op_interrupted(struct op *o)
+{
+	pthread_t th;
+	CHECK(op_start(o, &th));
+	int sent = interrupt(o, th);
+	op_end(o, th);
+	CHECK(sent <= 2);
+}
+
 static void sc_eintr_read(struct tp_rec *r, int kernel)
 {
 	struct tp t;
 	struct op o;
-	pthread_t th;
 	char buf[64];
 	tp_handle(SIGUSR1, on_usr1, 0);
 	zero_counters();
 	CHECK_EQ(tp_open(&t, kernel, 0), 0);
 	op_init(&o, &t, 0, buf, sizeof buf);
-	CHECK(op_start(&o, &th));
-	int sent = interrupt(&o, th);
-	op_rescue(&o);
-	pthread_join(th, NULL);
-	CHECK(sent <= 2);
+	op_interrupted(&o);
 	TP_REC(r, "read", op_res(&o));
 	TP_REC(r, "handler ran", n_usr1 > 0);
 	/* Nothing was lost: the pipe works on. */
@@ -432,7 +442,6 @@ static void sc_eintr_write(struct tp_rec *r, int kernel)
 {
 	struct tp t;
 	struct op o;
-	pthread_t th;
 	static char buf[70000], out[70000];
 	tp_handle(SIGUSR1, on_usr1, 0);
 
@@ -441,11 +450,7 @@ static void sc_eintr_write(struct tp_rec *r, int kernel)
 	CHECK_EQ(tp_open(&t, kernel, 0), 0);
 	TP_REC(r, "fill", tp_res(tp_write(&t, buf, 65536)));
 	op_init(&o, &t, 1, buf, 100);
-	CHECK(op_start(&o, &th));
-	int sent = interrupt(&o, th);
-	op_rescue(&o);
-	pthread_join(th, NULL);
-	CHECK(sent <= 2);
+	op_interrupted(&o);
 	TP_REC(r, "write", op_res(&o));
 	TP_REC(r, "nread", tp_nread(&t, 0));
 	tp_close(&t);
@@ -454,11 +459,7 @@ static void sc_eintr_write(struct tp_rec *r, int kernel)
 	CHECK_EQ(tp_open(&t, kernel, 0), 0);
 	tp_fill(buf, 70000, 12, 0);
 	op_init(&o, &t, 1, buf, 70000);
-	CHECK(op_start(&o, &th));
-	sent = interrupt(&o, th);
-	op_rescue(&o);
-	pthread_join(th, NULL);
-	CHECK(sent <= 2);
+	op_interrupted(&o);
 	TP_REC(r, "write", op_res(&o));
 	TP_REC(r, "nread", tp_nread(&t, 0));
 	ssize_t n = tp_read(&t, out, sizeof out);
@@ -503,8 +504,7 @@ static void sc_restart(struct tp_rec *r, int kernel)
 	TP_REC(r, "read still waiting", !op_done(&o));
 	TP_REC(r, "write", tp_res(tp_write(&t, "12345", 5)));
 	TP_REC(r, "read returned", op_wait(&o, 5000));
-	op_rescue(&o);
-	pthread_join(th, NULL);
+	op_end(&o, th);
 	TP_REC(r, "handler ran", n_usr1 == 1);
 	TP_REC(r, "read", op_res(&o));
 	tp_close(&t);
@@ -520,8 +520,7 @@ static void sc_restart(struct tp_rec *r, int kernel)
 	TP_REC(r, "write still waiting", !op_done(&o));
 	TP_REC(r, "read", tp_res(tp_read(&t, out, 4096)));
 	TP_REC(r, "write returned", op_wait(&o, 5000));
-	op_rescue(&o);
-	pthread_join(th, NULL);
+	op_end(&o, th);
 	TP_REC(r, "handler ran", n_usr1 == 1);
 	TP_REC(r, "write", op_res(&o));
 	TP_REC(r, "nread", tp_nread(&t, 0));
@@ -534,8 +533,7 @@ static void sc_restart(struct tp_rec *r, int kernel)
 	CHECK(op_start(&o, &th));
 	pthread_kill(th, SIGUSR1);
 	TP_REC(r, "partial write returned", op_wait(&o, 5000));
-	op_rescue(&o);
-	pthread_join(th, NULL);
+	op_end(&o, th);
 	TP_REC(r, "handler ran", n_usr1 == 1);
 	TP_REC(r, "write", op_res(&o));
 	tp_close(&t);
@@ -565,8 +563,7 @@ static void sc_ignored(struct tp_rec *r, int kernel)
 	TP_REC(r, "read still waiting", !op_done(&o));
 	TP_REC(r, "write", tp_res(tp_write(&t, "ok", 2)));
 	TP_REC(r, "returned", op_wait(&o, 5000));
-	op_rescue(&o);
-	pthread_join(th, NULL);
+	op_end(&o, th);
 	TP_REC(r, "read", op_res(&o));
 	tp_close(&t);
 	tp_default(SIGUSR2);

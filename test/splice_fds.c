@@ -56,14 +56,6 @@
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static long pages_in_use(void)
-{
-	struct pp_pool_stats st;
-	if (pp_pool_stats(&st))
-		return -1;
-	return st.pages_in_use;
-}
-
 /* Every case is wrapped: afterwards no pool page is in use and the number
  * of open descriptors is what it was before. */
 #define CASE(name)                                                           \
@@ -72,7 +64,7 @@ static long pages_in_use(void)
 	{                                                                        \
 		int fds_ = tp_count_fds();                                           \
 		name##_body();                                                       \
-		CHECK_EQ(pages_in_use(), 0);                                         \
+		CHECK_EQ(tp_pages_in_use(), 0);                                         \
 		CHECK_EQ(tp_count_fds(), fds_);                                      \
 	}                                                                        \
 	static void name##_body(void)
@@ -358,8 +350,7 @@ static void *feeder_main(void *arg)
 	unsigned char *buf = malloc(20000);
 	size_t done = 0;
 	while (buf && done < f->total) {
-		size_t n = min2(1 + tp_rand(&f->rs) % 20000, f->total - done);
-		tp_fill(buf, n, f->seed, done);
+		size_t n = tp_chunk(buf, 20000, &f->rs, f->seed, done, f->total);
 		if (write_all(f->fd, buf, n)) {
 			f->err = errno;
 			break;
@@ -666,7 +657,7 @@ CASE(file_short_then_eof)
 	off = 0;
 	CHECK_EQ(pp_splice_from_fd(empty, &off, e[1], 1, 0), 0);
 	CHECK_EQ(pp_nread(e[0]), 0);
-	CHECK_EQ(pages_in_use(), 0);
+	CHECK_EQ(tp_pages_in_use(), 0);
 	pp_close(e[0]);
 	pp_close(e[1]);
 	close(fd);
@@ -914,7 +905,7 @@ CASE(socket_eagain_when_empty)
 	CHECK_ERR(pp_splice_from_fd(sv[0], NULL, e[1], 4096, 0), EAGAIN);
 	CHECK_ERR(pp_splice_from_fd(sv[0], NULL, e[1], 1u << 20, PP_SPLICE_NONBLOCK), EAGAIN);
 	CHECK_EQ(pp_nread(e[0]), 0);
-	CHECK_EQ(pages_in_use(), 0);
+	CHECK_EQ(tp_pages_in_use(), 0);
 	/* The failed calls gave their reserved slots back. */
 	CHECK_EQ(pp_free_slots(e[1]), 16);
 	char sink[65536];
@@ -995,7 +986,7 @@ CASE(socket_closed_peer)
 	char b[9];
 	CHECK_EQ(pp_read(e[0], b, 9), 9);
 	CHECK(memcmp(b, "left over", 9) == 0);
-	CHECK_EQ(pages_in_use(), 0);
+	CHECK_EQ(tp_pages_in_use(), 0);
 	pp_close(e[0]);
 	pp_close(e[1]);
 	close(sv[0]);
@@ -1036,7 +1027,7 @@ CASE(kpipe_nonblock)
 	CHECK_EQ(pp_pipe(e, 0), 0);
 	/* Empty: EAGAIN; then what is there. */
 	CHECK_ERR(pp_splice_from_fd(k[0], NULL, e[1], 1u << 20, 0), EAGAIN);
-	CHECK_EQ(pages_in_use(), 0);
+	CHECK_EQ(tp_pages_in_use(), 0);
 	unsigned char buf[5000];
 	tp_fill(buf, sizeof buf, 91, 0);
 	CHECK_EQ(write(k[1], buf, sizeof buf), sizeof buf);
@@ -1105,7 +1096,7 @@ CASE(devices)
 	CHECK_EQ(pp_nread(e[0]), 64436);
 	CHECK_EQ(pp_splice_to_fd(e[0], null, NULL, BIG_LEN, 0), 64436);
 	CHECK_EQ(pp_nread(e[0]), 0);
-	CHECK_EQ(pages_in_use(), 0);
+	CHECK_EQ(tp_pages_in_use(), 0);
 	/* /dev/null reads as end of file. */
 	CHECK_EQ(pp_splice_from_fd(null, NULL, e[1], 100, 0), 0);
 	CHECK_EQ(pp_nread(e[0]), 0);
@@ -1256,7 +1247,7 @@ CASE(errors_arguments)
 	/* None of that moved a byte, or kept a page or a slot. */
 	CHECK_EQ(pp_nread(e[0]), 50);
 	CHECK(take_verify(e[0], 50, 112, 0));
-	CHECK_EQ(pages_in_use(), 0);
+	CHECK_EQ(tp_pages_in_use(), 0);
 	CHECK_EQ(pp_free_slots(e[1]), 16);
 	CHECK(file_is(f, 10000, 111));
 	close(ro);
@@ -1328,7 +1319,7 @@ CASE(errors_nonblock_and_eof)
 	CHECK_ERR(pp_splice_from_fd(sv[0], NULL, e[1], 10, PP_SPLICE_NONBLOCK), EAGAIN);
 	CHECK_EQ(fd_nread(sv[0]), 3);
 	CHECK_EQ(pp_nread(e[0]), 65536);
-	CHECK_EQ(pages_in_use(), 16);
+	CHECK_EQ(tp_pages_in_use(), 16);
 	/* Empty, writer open. */
 	int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
 	CHECK_EQ(pp_splice_to_fd(e[0], null, NULL, BIG_LEN, 0), 65536);

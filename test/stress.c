@@ -69,78 +69,31 @@
  *
  * Size: PP_STRESS_SCALE (default 1) multiplies the amount of data and the
  * number of iterations; builds with ASan or TSan first divide the defaults
- * (by 2 and 4).  A watchdog thread driven by alarm() fails the running case
- * loudly when no thread has made progress for WD_SECS seconds.  SIGALRM is
- * blocked in every other thread, so it never interrupts a pagepipe call.
+ * (by 2 and 4).  A watchdog thread driven by alarm() (threads.h) fails the
+ * running case loudly when no thread has made progress for WD_SECS seconds.
+ * SIGALRM is blocked in every other thread, so it never interrupts a
+ * pagepipe call.
  * The random seed is printed on stderr; PP_STRESS_SEED=N repeats a run's
  * choices (thread timing still varies).
  */
 #include "harness.h"
 #include "pagepipe.h"
+#include "threads.h"
+#include "tpipe.h"
 
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
-/*
- * The poll(2) event that pp_fd() reports for a ready write end (it is made
- * readable).  Only redefined when this test is checked against kernel pipes
- * through a shim, where the descriptor is the pipe itself (POLLOUT).
- */
-#ifndef PPFD_WRITE_EVENTS
-#define PPFD_WRITE_EVENTS POLLIN
-#endif
-
-#if defined(__SANITIZE_THREAD__)
-#define SAN_FACTOR 0.25
-#elif defined(__SANITIZE_ADDRESS__)
-#define SAN_FACTOR 0.5
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SAN_FACTOR 0.25
-#elif __has_feature(address_sanitizer)
-#define SAN_FACTOR 0.5
-#endif
-#endif
-#ifndef SAN_FACTOR
-#define SAN_FACTOR 1.0
-#endif
-
-#define WD_SECS (SAN_FACTOR < 1.0 ? 20 : 8)
-
 /* ------------------------------------------------------------------ */
-/* Scale, random numbers, failure reporting from threads               */
-
-static double g_scale = 1.0;
-
-static void init_scale(void)
-{
-	const char *e = getenv("PP_STRESS_SCALE");
-	double v = 1.0;
-	if (e && *e) {
-		char *end;
-		v = strtod(e, &end);
-		if (*end || !(v > 0)) {
-			fprintf(stderr, "ignoring bad PP_STRESS_SCALE=%s\n", e);
-			v = 1.0;
-		}
-	}
-	g_scale = v * SAN_FACTOR;
-}
-
-static long scaled(long n)
-{
-	double v = (double)n * g_scale;
-	return v < 1 ? 1 : (long)v;
-}
+/* Random numbers                                                      */
 
 static uint64_t mix64(uint64_t x)
 {
@@ -171,129 +124,8 @@ static uint64_t new_seed(void)
 	return mix64(++g_seed);
 }
 
-/* Failures seen by worker threads; the main thread turns them into CHECKs. */
-static atomic_int g_fails;
-
-static void tfail_at(int line, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void tfail_at(int line, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-	if (atomic_fetch_add(&g_fails, 1) >= 20)
-		return; /* enough said */
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "%s:%d: %s\n", __FILE__, line, msg);
-}
-#define TFAIL(...) tfail_at(__LINE__, __VA_ARGS__)
-#define TCHECK(c)                                                            \
-	do {                                                                     \
-		if (!(c)) {                                                          \
-			int e_ = errno;                                                  \
-			TFAIL("check failed: %s (errno %d: %s)", #c, e_, strerror(e_));  \
-		}                                                                    \
-	} while (0)
-
-/* End of every case: worker failures, and no page left holding data. */
-static void case_end(void)
-{
-	struct pp_pool_stats st;
-	CHECK_EQ(atomic_exchange(&g_fails, 0), 0);
-	CHECK_EQ(pp_pool_stats(&st), 0);
-	CHECK_EQ(st.pages_in_use, 0);
-}
-
 /* ------------------------------------------------------------------ */
-/* Watchdog                                                            */
-
-static atomic_ulong wd_progress; /* bumped by every thread doing work */
-static atomic_ulong wd_last;
-static atomic_int wd_armed;
-static _Atomic(const char *) wd_name;
-
-static void wd_tick(void)
-{
-	atomic_fetch_add_explicit(&wd_progress, 1, memory_order_relaxed);
-}
-
-static void *wd_thread(void *arg)
-{
-	sigset_t *set = arg;
-	for (;;) {
-		int sig;
-		if (sigwait(set, &sig) != 0 || !atomic_load(&wd_armed))
-			continue;
-		unsigned long p = atomic_load(&wd_progress);
-		if (p != atomic_load(&wd_last)) {
-			atomic_store(&wd_last, p);
-			alarm(WD_SECS);
-			continue;
-		}
-		const char *name = atomic_load(&wd_name);
-		fprintf(stderr, "watchdog: %s made no progress for %d s: hang\n",
-		        name, WD_SECS);
-		printf("FAIL %s (hang)\n", name);
-		fflush(stdout);
-		fflush(stderr);
-		_exit(1);
-	}
-	return NULL;
-}
-
-static void wd_init(void)
-{
-	static sigset_t set;
-	pthread_t t;
-	sigemptyset(&set);
-	sigaddset(&set, SIGALRM);
-	/* Blocked here, so in every thread made later; only wd_thread takes it. */
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	if (pthread_create(&t, NULL, wd_thread, &set) != 0) {
-		perror("watchdog thread");
-		exit(1);
-	}
-	pthread_detach(t);
-}
-
-static void wd_start(const char *name)
-{
-	atomic_store(&wd_name, name);
-	atomic_store(&wd_last, atomic_load(&wd_progress));
-	atomic_store(&wd_armed, 1);
-	alarm(WD_SECS);
-}
-
-static void wd_stop(void)
-{
-	alarm(0);
-	atomic_store(&wd_armed, 0);
-}
-
-static double mono_now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
-
-#define CASE(fn)                                                             \
-	do {                                                                     \
-		double t0_ = mono_now();                                             \
-		wd_start(#fn);                                                       \
-		RUN(fn);                                                             \
-		wd_stop();                                                           \
-		fprintf(stderr, "  %s: %.2f s\n", #fn, mono_now() - t0_);            \
-	} while (0)
-
-static void start_thread(pthread_t *t, void *(*fn)(void *), void *arg)
-{
-	if (pthread_create(t, NULL, fn, arg) != 0) {
-		perror("pthread_create");
-		exit(1);
-	}
-}
+/* Threads (the watchdog, CASE, TFAIL and case_end are in threads.h)   */
 
 static void join_thread(pthread_t t)
 {
@@ -682,6 +514,25 @@ static void *reader_stream(void *arg)
 }
 
 /*
+ * A whole record h taken by reader id of several: each writer's records
+ * must reach a reader in increasing order (last[] is the reader's latest
+ * sequence number per writer), and each record exactly one reader; the
+ * reader counts it and adds up its checksum.
+ */
+static void take_record(struct run *R, int id, const struct hdr *h, long *last,
+                        unsigned long long *sum, long *cnt)
+{
+	if ((long)h->seq <= last[h->id])
+		TFAIL("reader %d: writer %u seq %u after seq %ld (reordered)", id, h->id,
+		      h->seq, last[h->id]);
+	last[h->id] = h->seq;
+	if (atomic_exchange(&R->seen[h->id][h->seq], 1) != 0)
+		TFAIL("writer %u seq %u read twice", h->id, h->seq);
+	sum[h->id] += h->sum;
+	cnt[h->id]++;
+}
+
+/*
  * One of several readers.  Fixed-size records: reads of k * R bytes.
  * Packet mode: reads of 4096 or more, each returning exactly one record.
  */
@@ -730,14 +581,7 @@ static void *reader_fixed(void *arg)
 				atomic_store(&R->broken, 1);
 				continue;
 			}
-			if ((long)h.seq <= last[h.id])
-				TFAIL("reader %d: writer %u seq %u after seq %ld (reordered)",
-				      c->id, h.id, h.seq, last[h.id]);
-			last[h.id] = h.seq;
-			if (atomic_exchange(&R->seen[h.id][h.seq], 1) != 0)
-				TFAIL("writer %u seq %u read twice", h.id, h.seq);
-			sum[h.id] += h.sum;
-			cnt[h.id]++;
+			take_record(R, c->id, &h, last, sum, cnt);
 			continue;
 		}
 		if ((size_t)n % rs != 0) {
@@ -759,14 +603,7 @@ static void *reader_fixed(void *arg)
 				atomic_store(&R->broken, 1);
 				break;
 			}
-			if ((long)h.seq <= last[h.id])
-				TFAIL("reader %d: writer %u seq %u after seq %ld (reordered)",
-				      c->id, h.id, h.seq, last[h.id]);
-			last[h.id] = h.seq;
-			if (atomic_exchange(&R->seen[h.id][h.seq], 1) != 0)
-				TFAIL("writer %u seq %u read twice", h.id, h.seq);
-			sum[h.id] += h.sum;
-			cnt[h.id]++;
+			take_record(R, c->id, &h, last, sum, cnt);
 		}
 	}
 	for (int i = 0; i < R->nw; i++) {
@@ -1156,8 +993,7 @@ static void close_eof_race(void)
 			c[i] = (struct sleeper){e[0], &started, 1, -2, 0};
 			start_thread(&th[i], eof_reader, &c[i]);
 		}
-		while (atomic_load(&started) < n)
-			sched_yield();
+		wait_count(&started, n);
 		jitter(&s, 2000);
 		for (int i = 0; i < k; i++) {
 			unsigned char b = (unsigned char)i;
@@ -1206,20 +1042,20 @@ static void *epipe_writer(void *arg)
 	return NULL;
 }
 
-struct closer {
+/* A thread that makes one call on a handle (pp_close, pp_fd) as soon as
+ * the starting gate opens, racing the others. */
+struct gated {
+	int (*call)(struct pp_end *);
 	struct pp_end *h;
-	atomic_int *go;
-	atomic_int *ready;
+	atomic_int *go, *ready;
 	int ret;
 };
 
-static void *closer_main(void *arg)
+static void *gated_main(void *arg)
 {
-	struct closer *c = arg;
-	atomic_fetch_add(c->ready, 1);
-	while (!atomic_load(c->go))
-		sched_yield();
-	c->ret = pp_close(c->h);
+	struct gated *c = arg;
+	gate(c->ready, c->go);
+	c->ret = c->call(c->h);
 	return NULL;
 }
 
@@ -1234,7 +1070,7 @@ static void close_epipe_race(void)
 		long size = rnd(&s, 2) ? 4096 : 65536;
 		struct pp_end *e[2];
 		struct sleeper c[8];
-		struct closer cl[3];
+		struct gated cl[3];
 		pthread_t th[8], ct[3];
 		atomic_int started = 0, go = 0, ready = 0;
 		unsigned char page[4096];
@@ -1248,7 +1084,7 @@ static void close_epipe_race(void)
 			CHECK_EQ(pp_write(e[1], page, 4096), 4096);
 		CHECK_EQ(pp_nread(e[1]), size);
 		for (int d = 0; d < nd; d++) {
-			cl[d] = (struct closer){d ? pp_dup(e[0]) : e[0], &go, &ready, -2};
+			cl[d] = (struct gated){pp_close, d ? pp_dup(e[0]) : e[0], &go, &ready, -2};
 			CHECK(cl[d].h != NULL);
 		}
 		for (int i = 0; i < n; i++) {
@@ -1256,7 +1092,7 @@ static void close_epipe_race(void)
 			start_thread(&th[i], epipe_writer, &c[i]);
 		}
 		for (int d = 0; d < nd; d++)
-			start_thread(&ct[d], closer_main, &cl[d]);
+			start_thread(&ct[d], gated_main, &cl[d]);
 		while (atomic_load(&started) < n || atomic_load(&ready) < nd)
 			sched_yield();
 		jitter(&s, 2000);
@@ -1304,9 +1140,7 @@ static void *duper_main(void *arg)
 		TFAIL("write of %zu returned %zd (errno %d)", len, n, errno);
 	else
 		c->wrote = len;
-	atomic_fetch_add(c->ready, 1);
-	while (!atomic_load(c->go))
-		sched_yield();
+	gate(c->ready, c->go);
 	/* dup and close in a burst, racing the other threads doing the same */
 	for (int i = 0; i < 4; i++) {
 		struct pp_end *d = pp_dup(rnd(&s, 2) ? c->r : c->w);
@@ -1371,8 +1205,7 @@ static void close_dup_race(void)
 			start_thread(&th[i], duper_main, &d[i]);
 		}
 		start_thread(&ot, observer_main, &o);
-		while (atomic_load(&ready) < k)
-			sched_yield();
+		wait_count(&ready, k);
 		atomic_store(&go, 1);
 		/* the originals go in the same burst */
 		CHECK_EQ(pp_close(e[1]), 0);
@@ -1396,31 +1229,6 @@ static void close_dup_race(void)
 /* ------------------------------------------------------------------ */
 /* pp_fd's first call, from many threads at once                       */
 
-struct fdcall {
-	struct pp_end *h;
-	atomic_int *go, *ready;
-	int fd;
-};
-
-static void *fdcall_main(void *arg)
-{
-	struct fdcall *c = arg;
-	atomic_fetch_add(c->ready, 1);
-	while (!atomic_load(c->go))
-		sched_yield();
-	c->fd = pp_fd(c->h);
-	return NULL;
-}
-
-static int count_fds(void)
-{
-	int n = 0;
-	for (int fd = 0; fd < 4096; fd++)
-		if (fcntl(fd, F_GETFD) != -1)
-			n++;
-	return n;
-}
-
 /*
  * pp_fd() makes its descriptor on the first call: racing first calls on an
  * end must all get the same one, and none may leak once the pipe is gone.
@@ -1428,38 +1236,37 @@ static int count_fds(void)
 static void fd_first_call_race(void)
 {
 	long iters = scaled(200);
-	int before = count_fds();
+	int before = tp_count_fds();
 	for (long it = 0; it < iters && !t_case_failed; it++) {
 		struct pp_end *e[2];
-		struct fdcall c[6];
+		struct gated c[6]; /* ret: the descriptor */
 		pthread_t th[6];
 		atomic_int go = 0, ready = 0;
 		CHECK_EQ(pp_pipe(e, PP_NOSIGPIPE), 0);
 		for (int i = 0; i < 6; i++) {
-			c[i] = (struct fdcall){e[i % 2], &go, &ready, -2};
-			start_thread(&th[i], fdcall_main, &c[i]);
+			c[i] = (struct gated){pp_fd, e[i % 2], &go, &ready, -2};
+			start_thread(&th[i], gated_main, &c[i]);
 		}
-		while (atomic_load(&ready) < 6)
-			sched_yield();
+		wait_count(&ready, 6);
 		atomic_store(&go, 1);
 		for (int i = 0; i < 6; i++)
 			join_thread(th[i]);
 		for (int i = 0; i < 6; i++) {
-			CHECK(c[i].fd >= 0);
-			if (c[i].fd != c[i % 2].fd) {
+			CHECK(c[i].ret >= 0);
+			if (c[i].ret != c[i % 2].ret) {
 				fprintf(stderr, "iteration %ld: %s end: pp_fd gave %d and %d "
 				        "to racing first calls\n", it, i % 2 ? "write" : "read",
-				        c[i % 2].fd, c[i].fd);
+				        c[i % 2].ret, c[i].ret);
 				CHECK(!"racing pp_fd calls got different descriptors");
 			}
 		}
-		CHECK(c[0].fd != c[1].fd);
-		CHECK_EQ(pp_fd(e[0]), c[0].fd);
+		CHECK(c[0].ret != c[1].ret);
+		CHECK_EQ(pp_fd(e[0]), c[0].ret);
 		CHECK_EQ(pp_close(e[0]), 0);
 		CHECK_EQ(pp_close(e[1]), 0);
 		wd_tick();
 	}
-	CHECK_EQ(count_fds(), before);
+	CHECK_EQ(tp_count_fds(), before);
 	case_end();
 }
 

@@ -5,9 +5,10 @@
  * a scenario is written once against "struct tp", which is either a
  * pagepipe or a kernel pipe made with pipe2(2), and run on both; the test
  * then compares what each returned.  Also here: a per-case watchdog
- * (RUNW), sleeping and timing, data patterns, a "wait until that thread is
- * asleep in the kernel" helper for the signal tests, and counting open
- * descriptors.
+ * (RUNW), sleeping and timing, data patterns (and streams of them written
+ * and checked in random-sized pieces), a "wait until that thread is asleep
+ * in the kernel" helper for the signal tests, the pool's pages in use, and
+ * counting open descriptors.
  *
  * Everything is static inline so that a program using only part of it
  * compiles warning-free.
@@ -141,6 +142,30 @@ static inline uint32_t tp_rand(uint32_t *s)
 	x ^= x >> 17;
 	x ^= x << 5;
 	return *s = x;
+}
+
+/* The next chunk of a stream written in random sizes: 1..max bytes (PRNG
+ * state *rs), no more than the total - pos left, filled with stream seed
+ * from position pos into buf.  Returns its length. */
+static inline size_t tp_chunk(void *buf, size_t max, uint32_t *rs, unsigned seed,
+                              size_t pos, size_t total)
+{
+	size_t n = 1 + tp_rand(rs) % max;
+	if (n > total - pos)
+		n = total - pos;
+	tp_fill(buf, n, seed, pos);
+	return n;
+}
+
+/* Take n received bytes that should be stream seed from position *got:
+ * the first wrong byte's stream position goes to *bad (if *bad is still
+ * -1), and *got moves on by n. */
+static inline void tp_take(const void *buf, size_t n, unsigned seed, size_t *got, long *bad)
+{
+	long b = tp_verify(buf, n, seed, *got);
+	if (b >= 0 && *bad < 0)
+		*bad = (long)*got + b;
+	*got += n;
 }
 
 /* ---- one pipe, kernel or pagepipe -------------------------------------- */
@@ -428,6 +453,17 @@ static inline void tp_handle(int sig, void (*fn)(int), int restart)
 static inline void tp_default(int sig)
 {
 	signal(sig, SIG_DFL);
+}
+
+/* ---- the page pool ------------------------------------------------------ */
+
+/* Pages of the pool in use now (pp_pool_stats), or -1. */
+static inline long tp_pages_in_use(void)
+{
+	struct pp_pool_stats st;
+	if (pp_pool_stats(&st) != 0)
+		return -1;
+	return st.pages_in_use;
 }
 
 /* ---- descriptors -------------------------------------------------------- */

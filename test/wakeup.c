@@ -4,8 +4,9 @@
  * Every place where a thread sleeps in pagepipe must be woken by the event
  * that makes progress possible, even when the event comes at the worst
  * moment.  A lost wakeup shows as a hang, so every case runs under an
- * alarm()-driven watchdog that fails the case loudly when nothing has
- * progressed for WD_SECS seconds, and poll/epoll waits have timeouts.
+ * alarm()-driven watchdog (threads.h) that fails the case loudly when
+ * nothing has progressed for WD_SECS seconds, and poll/epoll waits have
+ * timeouts.
  *   pingpong             two threads, two pipes, 100000 round trips of one
  *                        byte each way (fewer under the sanitizers), each
  *                        byte checked.
@@ -42,60 +43,18 @@
  */
 #include "harness.h"
 #include "pagepipe.h"
+#define WD_HANG "lost wakeup or hang"
+#include "threads.h"
 
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
-
-/*
- * The poll(2) event that pp_fd() reports for a ready write end (it is made
- * readable).  Only redefined when this test is checked against kernel pipes
- * through a shim, where the descriptor is the pipe itself (POLLOUT).
- */
-#ifndef PPFD_WRITE_EVENTS
-#define PPFD_WRITE_EVENTS POLLIN
-#endif
-
-#if defined(__SANITIZE_THREAD__)
-#define SAN_FACTOR 0.25
-#elif defined(__SANITIZE_ADDRESS__)
-#define SAN_FACTOR 0.5
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SAN_FACTOR 0.25
-#elif __has_feature(address_sanitizer)
-#define SAN_FACTOR 0.5
-#endif
-#endif
-#ifndef SAN_FACTOR
-#define SAN_FACTOR 1.0
-#endif
-
-#define WD_SECS (SAN_FACTOR < 1.0 ? 20 : 8)
-
-static double g_scale = 1.0;
-
-static void init_scale(void)
-{
-	const char *e = getenv("PP_STRESS_SCALE");
-	double v = 1.0;
-	if (e && *e) {
-		char *end;
-		v = strtod(e, &end);
-		if (*end || !(v > 0)) {
-			fprintf(stderr, "ignoring bad PP_STRESS_SCALE=%s\n", e);
-			v = 1.0;
-		}
-	}
-	g_scale = v * SAN_FACTOR;
-}
 
 /* Loop counts: scaled by PP_STRESS_SCALE only, never below n (each count
  * covers every thread number 1-8 at least twice). */
@@ -103,138 +62,6 @@ static long reps_of(long n)
 {
 	double v = (double)n * g_scale / SAN_FACTOR;
 	return v < (double)n ? n : (long)v;
-}
-
-/* Ping-pong rounds: also cut under the sanitizers. */
-static long scaled(long n)
-{
-	double v = (double)n * g_scale;
-	return v < 1 ? 1 : (long)v;
-}
-
-/* Failures seen by helper threads; the main thread turns them into CHECKs. */
-static atomic_int g_fails;
-
-static void tfail_at(int line, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void tfail_at(int line, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-	if (atomic_fetch_add(&g_fails, 1) >= 20)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "%s:%d: %s\n", __FILE__, line, msg);
-}
-#define TFAIL(...) tfail_at(__LINE__, __VA_ARGS__)
-
-static void case_end(void)
-{
-	struct pp_pool_stats st;
-	CHECK_EQ(atomic_exchange(&g_fails, 0), 0);
-	CHECK_EQ(pp_pool_stats(&st), 0);
-	CHECK_EQ(st.pages_in_use, 0);
-}
-
-/* ------------------------------------------------------------------ */
-/* Watchdog: alarm() delivers SIGALRM to a thread waiting in sigwait;  */
-/* every other thread blocks it, so no pagepipe call is interrupted.   */
-
-static atomic_ulong wd_progress;
-static atomic_ulong wd_last;
-static atomic_int wd_armed;
-static _Atomic(const char *) wd_name;
-static _Atomic(const char *) wd_where; /* what the case is waiting for */
-
-static void wd_tick(void)
-{
-	atomic_fetch_add_explicit(&wd_progress, 1, memory_order_relaxed);
-}
-
-static void wd_at(const char *where)
-{
-	atomic_store(&wd_where, where);
-	wd_tick();
-}
-
-static void *wd_thread(void *arg)
-{
-	sigset_t *set = arg;
-	for (;;) {
-		int sig;
-		if (sigwait(set, &sig) != 0 || !atomic_load(&wd_armed))
-			continue;
-		unsigned long p = atomic_load(&wd_progress);
-		if (p != atomic_load(&wd_last)) {
-			atomic_store(&wd_last, p);
-			alarm(WD_SECS);
-			continue;
-		}
-		const char *name = atomic_load(&wd_name);
-		const char *where = atomic_load(&wd_where);
-		fprintf(stderr, "watchdog: %s made no progress for %d s while %s: "
-		        "lost wakeup or hang\n", name, WD_SECS, where ? where : "?");
-		printf("FAIL %s (hang)\n", name);
-		fflush(stdout);
-		fflush(stderr);
-		_exit(1);
-	}
-	return NULL;
-}
-
-static void wd_init(void)
-{
-	static sigset_t set;
-	pthread_t t;
-	sigemptyset(&set);
-	sigaddset(&set, SIGALRM);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	if (pthread_create(&t, NULL, wd_thread, &set) != 0) {
-		perror("watchdog thread");
-		exit(1);
-	}
-	pthread_detach(t);
-}
-
-static void wd_start(const char *name)
-{
-	atomic_store(&wd_name, name);
-	atomic_store(&wd_where, NULL);
-	atomic_store(&wd_last, atomic_load(&wd_progress));
-	atomic_store(&wd_armed, 1);
-	alarm(WD_SECS);
-}
-
-static void wd_stop(void)
-{
-	alarm(0);
-	atomic_store(&wd_armed, 0);
-}
-
-static double mono_now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
-
-#define CASE(fn)                                                             \
-	do {                                                                     \
-		double t0_ = mono_now();                                             \
-		wd_start(#fn);                                                       \
-		RUN(fn);                                                             \
-		wd_stop();                                                           \
-		fprintf(stderr, "  %s: %.2f s\n", #fn, mono_now() - t0_);            \
-	} while (0)
-
-static void start_thread(pthread_t *t, void *(*fn)(void *), void *arg)
-{
-	if (pthread_create(t, NULL, fn, arg) != 0) {
-		perror("pthread_create");
-		exit(1);
-	}
 }
 
 static void msleep(int ms)
@@ -375,8 +202,7 @@ static void slot_frees_writer(void)
 			c[i] = (struct wctx){e[1], i, 4096, &started, &done, -2, 0};
 			start_thread(&th[i], page_writer, &c[i]);
 		}
-		while (atomic_load(&started) < n)
-			sched_yield();
+		wait_count(&started, n);
 		msleep(rep % 2 ? 20 : 1);
 		CHECK_EQ(atomic_load(&done), 0); /* full: nobody can finish yet */
 		/* n + 1 pages to read; after the first, each must come from a
@@ -431,8 +257,7 @@ static void slot_frees_many(void)
 			c[i] = (struct wctx){e[1], i, 1, &started, &done, -2, 0};
 			start_thread(&th[i], page_writer, &c[i]);
 		}
-		while (atomic_load(&started) < n)
-			sched_yield();
+		wait_count(&started, n);
 		msleep(20);
 		CHECK_EQ(atomic_load(&done), 0);
 		CHECK_EQ(pp_nread(e[0]), 65536);
@@ -513,8 +338,7 @@ static void readers_one_byte(void)
 			c[i] = (struct rctx){e[0], &started, -2, 0};
 			start_thread(&th[i], byte_reader, &c[i]);
 		}
-		while (atomic_load(&started) < n)
-			sched_yield();
+		wait_count(&started, n);
 		msleep(5);
 		for (int i = 0; i < n; i++) {
 			unsigned char b = (unsigned char)i;
@@ -572,8 +396,7 @@ static void grow_wakes_writer(void)
 		fill(e[1], plan[k].from, 0x3f);
 		c = (struct wctx){e[1], 1, plan[k].len, &started, &done, -2, 0};
 		start_thread(&th, page_writer, &c);
-		while (atomic_load(&started) < 1)
-			sched_yield();
+		wait_count(&started, 1);
 		msleep(20);
 		CHECK_EQ(atomic_load(&done), 0);
 		/* grow from the read end on even reps, the write end on odd ones */

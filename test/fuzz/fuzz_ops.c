@@ -129,6 +129,44 @@ __attribute__((format(printf, 1, 2), noreturn)) static void fz_fail(const char *
 			fz_fail(__VA_ARGS__);                                            \
 	} while (0)
 
+/* Name the step about to be taken (fz_op, for messages); with
+ * FUZZ_VERBOSE also print it. */
+__attribute__((format(printf, 1, 2))) static void fz_name(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(fz_op, sizeof fz_op, fmt, ap);
+	va_end(ap);
+	if (fz_verbose)
+		fprintf(stderr, "step %lu: %s\n", fz_step, fz_op);
+}
+
+/* Name a read or write step: the call, its pipe, handle, byte count,
+ * blocking mode and segments, and the model's state of the pipe. */
+static void fz_name_io(const char *call, const struct fz_pipe *p, int j, size_t n, bool toggled,
+                       bool nonblock, int nseg)
+{
+	char segs[24] = "";
+	if (nseg)
+		snprintf(segs, sizeof segs, " %d segs", nseg);
+	fz_name("%s(pipe %u, handle %d, %zu bytes%s) [slots %u/%u, %llu bytes]%s", call, p->id, j, n,
+	        toggled ? ", made non-blocking" : (nonblock ? ", non-blocking" : ""), p->count,
+	        p->max_pages, (unsigned long long)p->bytes, segs);
+}
+
+/* A call's result against the model's prediction: the value, and errno
+ * where the prediction is -1.  With FUZZ_VERBOSE the result is printed
+ * first, followed by note. */
+static void fz_check_ret(long got, int err, long want, int want_err, const char *note)
+{
+	if (fz_verbose)
+		fprintf(stderr, "    -> %ld%s%s%s\n", got, got < 0 ? " " : "",
+		        got < 0 ? strerror(err) : "", note);
+	FZ_CHECK(got == want && (want >= 0 || err == want_err),
+	         "returned %ld (errno %d %s), want %ld (errno %d %s)", got, err,
+	         got < 0 ? strerror(err) : "-", want, want_err, want < 0 ? strerror(want_err) : "-");
+}
+
 static inline uint8_t fz_pat(uint64_t salt, uint64_t pos)
 {
 	uint64_t x = (pos ^ salt) * 0x9e3779b97f4a7c15ull;
@@ -268,6 +306,14 @@ static int fz_pick_handle(struct fz_in *in, struct fz_pipe *p, int side)
 {
 	unsigned c = fz_byte(in);
 	return p->nh[side] ? (int)(c % (unsigned)p->nh[side]) : -1;
+}
+
+/* What an operation on one side works on: side c & 1 of pipe p (none if p
+ * is NULL) and one of that side's open handles; -1 to skip the operation. */
+static int fz_pick_side(struct fz_in *in, struct fz_pipe *p, unsigned c, int *side)
+{
+	*side = c & 1;
+	return p ? fz_pick_handle(in, p, *side) : -1;
 }
 
 /* ---- SIGPIPE ------------------------------------------------------------ */
@@ -412,9 +458,7 @@ static void fz_op_pipe(struct fz_in *in)
 	struct pp_end *ends[2] = { NULL, NULL };
 	if ((c & 0xf8) == 0xf8) {
 		int bad = flags | (8 << (c % 3));
-		snprintf(fz_op, sizeof fz_op, "pp_pipe(flags %#x): invalid", bad);
-		if (fz_verbose)
-			fprintf(stderr, "step %lu: %s\n", fz_step, fz_op);
+		fz_name("pp_pipe(flags %#x): invalid", bad);
 		errno = 0;
 		FZ_CHECK(pp_pipe(ends, bad) == -1 && errno == EINVAL, "pp_pipe with an unknown flag: "
 		         "errno %d, want EINVAL", errno);
@@ -426,9 +470,7 @@ static void fz_op_pipe(struct fz_in *in)
 			p = &fz_p[i];
 	if (!p)
 		return;
-	snprintf(fz_op, sizeof fz_op, "pp_pipe(flags %#x) -> pipe %u", flags, fz_npipes_made);
-	if (fz_verbose)
-		fprintf(stderr, "step %lu: %s\n", fz_step, fz_op);
+	fz_name("pp_pipe(flags %#x) -> pipe %u", flags, fz_npipes_made);
 	FZ_CHECK(pp_pipe(ends, flags) == 0, "pp_pipe failed: %s", strerror(errno));
 	FZ_CHECK(ends[0] && ends[1] && ends[0] != ends[1], "pp_pipe gave bad handles");
 	memset(p, 0, sizeof *p);
@@ -555,14 +597,7 @@ static void fz_op_write(struct fz_in *in)
 		for (size_t x = 0; x < n; x++)
 			src[x] = fz_pat(p->salt, p->wpos + x);
 	}
-	snprintf(fz_op, sizeof fz_op, "%s(pipe %u, handle %d, %zu bytes%s) [slots %u/%u, %llu bytes]",
-	         nseg ? "pp_writev" : "pp_write", p->id, j, n,
-	         toggled ? ", made non-blocking" : (p->nonblock[FZ_W] ? ", non-blocking" : ""),
-	         p->count, p->max_pages, (unsigned long long)p->bytes);
-	if (nseg)
-		snprintf(fz_op + strlen(fz_op), sizeof fz_op - strlen(fz_op), " %d segs", nseg);
-	if (fz_verbose)
-		fprintf(stderr, "step %lu: %s\n", fz_step, fz_op);
+	fz_name_io(nseg ? "pp_writev" : "pp_write", p, j, n, toggled, p->nonblock[FZ_W], nseg);
 
 	if (toggled)
 		fz_set_nb(e, true);
@@ -572,13 +607,7 @@ static void fz_op_write(struct fz_in *in)
 	if (toggled)
 		fz_set_nb(e, false);
 	bool sig = fz_take_sigpipe();
-	if (fz_verbose)
-		fprintf(stderr, "    -> %zd%s%s%s\n", got, got < 0 ? " " : "", got < 0 ? strerror(err) : "",
-		        sig ? ", SIGPIPE" : "");
-
-	FZ_CHECK(got == want && (want >= 0 || err == want_err),
-	         "returned %zd (errno %d %s), want %zd (errno %d %s)", got, err,
-	         got < 0 ? strerror(err) : "-", want, want_err, want < 0 ? strerror(want_err) : "-");
+	fz_check_ret(got, err, want, want_err, sig ? ", SIGPIPE" : "");
 	FZ_CHECK(sig == want_sig, "SIGPIPE %s, want %s", sig ? "raised" : "not raised",
 	         want_sig ? "raised" : "not raised");
 	if (got > 0 && n <= PP_PIPE_BUF)
@@ -671,14 +700,7 @@ static void fz_op_read(struct fz_in *in)
 		iov[0].iov_base = fz_rbuf + FZ_GAP;
 		iov[0].iov_len = n;
 	}
-	snprintf(fz_op, sizeof fz_op, "%s(pipe %u, handle %d, %zu bytes%s) [slots %u/%u, %llu bytes]",
-	         nseg ? "pp_readv" : "pp_read", p->id, j, n,
-	         toggled ? ", made non-blocking" : (p->nonblock[FZ_R] ? ", non-blocking" : ""),
-	         p->count, p->max_pages, (unsigned long long)p->bytes);
-	if (nseg)
-		snprintf(fz_op + strlen(fz_op), sizeof fz_op - strlen(fz_op), " %d segs", nseg);
-	if (fz_verbose)
-		fprintf(stderr, "step %lu: %s\n", fz_step, fz_op);
+	fz_name_io(nseg ? "pp_readv" : "pp_read", p, j, n, toggled, p->nonblock[FZ_R], nseg);
 
 	if (toggled)
 		fz_set_nb(e, true);
@@ -687,12 +709,7 @@ static void fz_op_read(struct fz_in *in)
 	int err = errno;
 	if (toggled)
 		fz_set_nb(e, false);
-	if (fz_verbose)
-		fprintf(stderr, "    -> %zd%s%s\n", got, got < 0 ? " " : "", got < 0 ? strerror(err) : "");
-
-	FZ_CHECK(got == want && (want >= 0 || err == want_err),
-	         "returned %zd (errno %d %s), want %zd (errno %d %s)", got, err,
-	         got < 0 ? strerror(err) : "-", want, want_err, want < 0 ? strerror(want_err) : "-");
+	fz_check_ret(got, err, want, want_err, "");
 	if (got > 0) {
 		size_t applied = fz_sim_read(p, n, true);
 		FZ_CHECK(applied == (size_t)got, "model broken: applied %zu of %zd", applied, got);
@@ -727,17 +744,13 @@ static void fz_op_setfl(struct fz_in *in)
 {
 	struct fz_pipe *p = fz_pick_pipe(in);
 	unsigned c = fz_byte(in);
-	if (!p)
-		return;
-	int side = c & 1;
-	int j = fz_pick_handle(in, p, side);
+	int side;
+	int j = fz_pick_side(in, p, c, &side);
 	if (j < 0)
 		return;
 	/* Random bits: only PP_NONBLOCK may change. */
 	int fl = (int)(fz_byte(in) | (c & 0x80 ? 0x100 : 0));
-	snprintf(fz_op, sizeof fz_op, "pp_setfl(pipe %u side %d handle %d, %#x)", p->id, side, j, fl);
-	if (fz_verbose)
-		fprintf(stderr, "step %lu: %s\n", fz_step, fz_op);
+	fz_name("pp_setfl(pipe %u side %d handle %d, %#x)", p->id, side, j, fl);
 	FZ_CHECK(pp_setfl(p->h[side][j], fl) == 0, "pp_setfl failed: %s", strerror(errno));
 	p->nonblock[side] = fl & PP_NONBLOCK;
 }
@@ -746,15 +759,11 @@ static void fz_op_dup(struct fz_in *in)
 {
 	struct fz_pipe *p = fz_pick_pipe(in);
 	unsigned c = fz_byte(in);
-	if (!p)
-		return;
-	int side = c & 1;
-	int j = fz_pick_handle(in, p, side);
+	int side;
+	int j = fz_pick_side(in, p, c, &side);
 	if (j < 0 || p->nh[side] >= FZ_MAX_HANDLES)
 		return;
-	snprintf(fz_op, sizeof fz_op, "pp_dup(pipe %u side %d handle %d)", p->id, side, j);
-	if (fz_verbose)
-		fprintf(stderr, "step %lu: %s\n", fz_step, fz_op);
+	fz_name("pp_dup(pipe %u side %d handle %d)", p->id, side, j);
 	struct pp_end *e = pp_dup(p->h[side][j]);
 	FZ_CHECK(e != NULL, "pp_dup failed: %s", strerror(errno));
 	for (int s = 0; s < 2; s++)
@@ -767,10 +776,8 @@ static void fz_op_dup(struct fz_in *in)
 
 static void fz_close_handle(struct fz_pipe *p, int side, int j)
 {
-	snprintf(fz_op, sizeof fz_op, "pp_close(pipe %u side %d handle %d of %d)", p->id, side, j,
+	fz_name("pp_close(pipe %u side %d handle %d of %d)", p->id, side, j,
 	         p->nh[side]);
-	if (fz_verbose)
-		fprintf(stderr, "step %lu: %s\n", fz_step, fz_op);
 	FZ_CHECK(pp_close(p->h[side][j]) == 0, "pp_close failed: %s", strerror(errno));
 	p->h[side][j] = p->h[side][--p->nh[side]];
 	if (p->nh[side])
@@ -794,10 +801,8 @@ static void fz_op_close(struct fz_in *in)
 {
 	struct fz_pipe *p = fz_pick_pipe(in);
 	unsigned c = fz_byte(in);
-	if (!p)
-		return;
-	int side = c & 1;
-	int j = fz_pick_handle(in, p, side);
+	int side;
+	int j = fz_pick_side(in, p, c, &side);
 	if (j < 0)
 		return;
 	fz_close_handle(p, side, j);
@@ -808,10 +813,8 @@ static void fz_op_setsize(struct fz_in *in)
 	struct fz_pipe *p = fz_pick_pipe(in);
 	unsigned c = fz_byte(in);
 	size_t size = fz_capacity(in);
-	if (!p)
-		return;
-	int side = c & 1;
-	int j = fz_pick_handle(in, p, side);
+	int side;
+	int j = fz_pick_side(in, p, c, &side);
 	if (j < 0)
 		return;
 	long want;
@@ -825,18 +828,12 @@ static void fz_op_setsize(struct fz_in *in)
 		want_err = EBUSY;
 	}
 	want = want_err ? -1 : (long)pages * (long)FZ_PAGE;
-	snprintf(fz_op, sizeof fz_op, "pp_setsize(pipe %u side %d, %zu) [slots %u/%u, max %ld]",
+	fz_name("pp_setsize(pipe %u side %d, %zu) [slots %u/%u, max %ld]",
 	         p->id, side, size, p->count, p->max_pages, fz_pool.maxsize);
-	if (fz_verbose)
-		fprintf(stderr, "step %lu: %s\n", fz_step, fz_op);
 	errno = 0;
 	long got = pp_setsize(p->h[side][j], size);
 	int err = errno;
-	if (fz_verbose)
-		fprintf(stderr, "    -> %ld%s%s\n", got, got < 0 ? " " : "", got < 0 ? strerror(err) : "");
-	FZ_CHECK(got == want && (want >= 0 || err == want_err),
-	         "returned %ld (errno %d %s), want %ld (errno %d %s)", got, err,
-	         got < 0 ? strerror(err) : "-", want, want_err, want < 0 ? strerror(want_err) : "-");
+	fz_check_ret(got, err, want, want_err, "");
 	if (got > 0)
 		p->max_pages = pages;
 }
@@ -845,15 +842,11 @@ static void fz_op_fd(struct fz_in *in)
 {
 	struct fz_pipe *p = fz_pick_pipe(in);
 	unsigned c = fz_byte(in);
-	if (!p)
-		return;
-	int side = c & 1;
-	int j = fz_pick_handle(in, p, side);
+	int side;
+	int j = fz_pick_side(in, p, c, &side);
 	if (j < 0)
 		return;
-	snprintf(fz_op, sizeof fz_op, "pp_fd(pipe %u side %d handle %d)", p->id, side, j);
-	if (fz_verbose)
-		fprintf(stderr, "step %lu: %s\n", fz_step, fz_op);
+	fz_name("pp_fd(pipe %u side %d handle %d)", p->id, side, j);
 	int fd = pp_fd(p->h[side][j]);
 	FZ_CHECK(fd >= 0, "pp_fd failed: %s", strerror(errno));
 	if (p->fd[side] >= 0)
@@ -938,10 +931,8 @@ static void fz_op_bad(struct fz_in *in)
 {
 	struct fz_pipe *p = fz_pick_pipe(in);
 	unsigned c = fz_byte(in);
-	if (!p)
-		return;
-	int side = c & 1;
-	int j = fz_pick_handle(in, p, side);
+	int side;
+	int j = fz_pick_side(in, p, c, &side);
 	if (j < 0)
 		return;
 	struct pp_end *e = p->h[side][j];

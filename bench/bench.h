@@ -1,0 +1,374 @@
+/*
+ * bench.h - what the benchmark programs (bench_core.c, bench_zerocopy.c)
+ * have in common, so that each program holds only its own measurements.
+ *
+ *   - the command line every benchmark takes: -q (quick: 1/16 of the work,
+ *     at most 3 repetitions), -r REPS, -c CASE, plus a program's own flag
+ *     letters, and PP_BENCH_SCALE=F from the environment (bench_options);
+ *   - timing (bench_now), medians of repetitions that alternate which
+ *     variant runs first, each run under a watchdog alarm so that a hang
+ *     cannot block the report forever (bench_medians);
+ *   - "struct anypipe": a kernel pipe(2) or a pagepipe behind one small
+ *     interface, so that both are measured by the same code;
+ *   - the data stream: a periodic pattern (bench_pattern), what the writer
+ *     wrote at a stream position (expected), a writer of a whole stream
+ *     (ap_write_stream) and a reader that drains a pipe checking every
+ *     read against the pattern (ap_read_stream);
+ *   - the report: counting targets MET / MISSED (bench_result) and data
+ *     errors, and the closing lines and exit status (bench_finish): lost or
+ *     corrupted data exits 1, a missed target does not (a report, not a
+ *     test).
+ *
+ * Everything is static (inline), so a program using part of it compiles
+ * warning-free.  Errors of the machinery itself (malloc, pipe creation,
+ * close) end the program with status 2 (die).
+ */
+#ifndef PP_BENCH_H
+#define PP_BENCH_H
+
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pagepipe.h"
+
+#define KiB 1024UL
+#define MiB (1024UL * KiB)
+#define MAX_REPS 15         /* -r's upper bound */
+#define SAMPLE_EVERY 16     /* sampled checks compare one read in this many in full */
+#define BENCH_MAX_VARIANTS 4 /* what bench_medians can alternate between */
+
+static void die(const char *what) __attribute__((noreturn, unused));
+static void die(const char *what)
+{
+	perror(what);
+	exit(2);
+}
+
+static inline double bench_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- the command line ---------------------------------------------------- */
+
+struct bench_opts {
+	/* the program says: */
+	const char *flags;      /* its own option letters without argument, e.g. "s" */
+	const char *flags_help; /* their help lines (after -q's), or "" */
+	const char *case_help;  /* what follows "-c CASE  " in the help */
+	/* bench_options fills in: */
+	double scale; /* PP_BENCH_SCALE, divided by 16 with -q */
+	int reps;     /* repetitions per measurement */
+	int quick;    /* -q */
+	const char *only;     /* -c CASE, or NULL */
+	unsigned char set[128]; /* set['s']: that flag letter was given */
+};
+
+static inline void bench_usage(const struct bench_opts *o, const char *argv0)
+{
+	fprintf(stderr, "usage: %s [-q]", argv0);
+	for (const char *f = o->flags; *f; f++)
+		fprintf(stderr, " [-%c]", *f);
+	fprintf(stderr,
+	        " [-r REPS] [-c CASE]\n"
+	        "  -q       quick smoke run (1/16 of the work, 3 repetitions)\n"
+	        "%s"
+	        "  -r REPS  repetitions per measurement, 1..%d (default 5)\n"
+	        "  -c CASE  %s\n"
+	        "  env PP_BENCH_SCALE=F multiplies the work by F\n",
+	        o->flags_help, MAX_REPS, o->case_help);
+	exit(2);
+}
+
+/* Parse the command line and PP_BENCH_SCALE into o; a bad one exits 2. */
+static inline void bench_options(struct bench_opts *o, int argc, char **argv)
+{
+	char optstr[64];
+	const char *env = getenv("PP_BENCH_SCALE");
+	int opt;
+
+	o->scale = 1.0;
+	o->reps = 5;
+	o->quick = 0;
+	o->only = NULL;
+	memset(o->set, 0, sizeof o->set);
+	snprintf(optstr, sizeof optstr, "q%sr:c:h", o->flags);
+	while ((opt = getopt(argc, argv, optstr)) != -1) {
+		switch (opt) {
+		case 'q':
+			o->quick = 1;
+			break;
+		case 'c':
+			o->only = optarg;
+			break;
+		case 'r':
+			o->reps = atoi(optarg);
+			if (o->reps < 1 || o->reps > MAX_REPS)
+				bench_usage(o, argv[0]);
+			break;
+		default:
+			if (opt == 'h' || opt == '?' || opt == ':' || !strchr(o->flags, opt))
+				bench_usage(o, argv[0]);
+			o->set[opt & 127] = 1;
+		}
+	}
+	if (optind != argc)
+		bench_usage(o, argv[0]);
+	if (env && *env) {
+		char *endp;
+		o->scale = strtod(env, &endp);
+		if (*endp || !(o->scale > 0) || o->scale > 1000) {
+			fprintf(stderr, "PP_BENCH_SCALE must be a number in (0, 1000]\n");
+			exit(2);
+		}
+	}
+	if (o->quick) {
+		o->scale /= 16;
+		if (o->reps > 3)
+			o->reps = 3;
+	}
+}
+
+/* ---- repetitions and medians --------------------------------------------- */
+
+static inline double median(double *v, int n)
+{
+	for (int i = 1; i < n; i++) /* insertion sort: n is tiny */
+		for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+			double x = v[j];
+			v[j] = v[j - 1];
+			v[j - 1] = x;
+		}
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Watchdog for one run: a hang must not block the report forever. */
+static inline void bench_arm(double scale)
+{
+	alarm((unsigned)(120 + 120 * scale));
+}
+
+/* One run of variant (0 .. nvariants-1) with the caller's parameters in
+ * ctx: returns a rate (higher is better). */
+typedef double (*bench_run_fn)(int variant, const void *ctx);
+
+/*
+ * Run every variant reps times, rotating which of them goes first in each
+ * repetition (so no variant always has a warm or a cold start), each run
+ * under the watchdog; med[v] is the median of variant v's runs.
+ */
+static inline void bench_medians(int nvariants, int reps, double scale, bench_run_fn run,
+                                 const void *ctx, double *med)
+{
+	double v[BENCH_MAX_VARIANTS][MAX_REPS];
+	for (int rep = 0; rep < reps; rep++)
+		for (int k = 0; k < nvariants; k++) {
+			int var = (k + rep) % nvariants;
+			bench_arm(scale);
+			v[var][rep] = run(var, ctx);
+			alarm(0);
+		}
+	for (int var = 0; var < nvariants; var++)
+		med[var] = median(v[var], reps);
+}
+
+/* ---- one pipe of either kind -------------------------------------------- */
+
+enum kind { KERNEL, PAGEPIPE };
+
+static inline const char *kind_name(enum kind kind)
+{
+	return kind == KERNEL ? "kernel" : "pagepipe";
+}
+
+struct anypipe {
+	enum kind kind;
+	int fd[2];
+	struct pp_end *end[2];
+};
+
+static inline void ap_open(struct anypipe *p, enum kind kind)
+{
+	p->kind = kind;
+	if (kind == KERNEL ? pipe(p->fd) : pp_pipe(p->end, 0))
+		die(kind == KERNEL ? "pipe" : "pp_pipe");
+}
+
+static inline ssize_t ap_read(struct anypipe *p, void *buf, size_t n)
+{
+	return p->kind == KERNEL ? read(p->fd[0], buf, n) : pp_read(p->end[0], buf, n);
+}
+
+static inline ssize_t ap_write(struct anypipe *p, const void *buf, size_t n)
+{
+	return p->kind == KERNEL ? write(p->fd[1], buf, n) : pp_write(p->end[1], buf, n);
+}
+
+/* Write all n bytes; 0, or an errno. */
+static inline int ap_write_all(struct anypipe *p, const unsigned char *buf, size_t n)
+{
+	while (n) {
+		ssize_t r = ap_write(p, buf, n);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno;
+		}
+		buf += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+static inline void ap_close(struct anypipe *p, int which)
+{
+	int r = p->kind == KERNEL ? close(p->fd[which]) : pp_close(p->end[which]);
+	if (r != 0)
+		die(p->kind == KERNEL ? "close" : "pp_close");
+}
+
+/* ---- the data stream ------------------------------------------------------ */
+
+static unsigned char *pattern __attribute__((unused)); /* [i] == [i % pattern_period] */
+static size_t pattern_period __attribute__((unused));
+
+/*
+ * Make the stream pattern: its first period bytes are i (so byte p of the
+ * stream is p % period), or with random set a fixed xorshift sequence (so
+ * no shifted or stale page can pass for the right one); then repeated, so
+ * that expected(pos) is valid for max_chunk bytes.
+ */
+static inline void bench_pattern(size_t period, size_t max_chunk, int random)
+{
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	pattern = malloc(period + max_chunk);
+	if (!pattern)
+		die("malloc");
+	pattern_period = period;
+	for (size_t i = 0; i < period; i++) {
+		if (random) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			pattern[i] = (unsigned char)(x >> 24);
+		} else {
+			pattern[i] = (unsigned char)i;
+		}
+	}
+	for (size_t i = period; i < period + max_chunk; i++)
+		pattern[i] = pattern[i - period];
+}
+
+/* What the writer wrote at stream position pos (up to max_chunk bytes). */
+static inline const unsigned char *expected(unsigned long long pos)
+{
+	return pattern + pos % pattern_period;
+}
+
+/*
+ * Check n received bytes that sit at stream position pos; returns 1 if they
+ * are wrong.  seq numbers the caller's reads: with sample set only one in
+ * SAMPLE_EVERY is compared in full, the others by their first and last
+ * byte.
+ */
+static inline int check(const unsigned char *p, size_t n, unsigned long long pos,
+                        unsigned long seq, int sample)
+{
+	const unsigned char *want = expected(pos);
+	if (!n)
+		return 0;
+	if (sample && seq % SAMPLE_EVERY != 0)
+		return p[0] != want[0] || p[n - 1] != want[n - 1];
+	return memcmp(p, want, n) != 0;
+}
+
+/* Write stream bytes [0, total) in writes of up to wsize; 0, or an errno. */
+static inline int ap_write_stream(struct anypipe *p, unsigned long long total, size_t wsize)
+{
+	int err = 0;
+	for (unsigned long long pos = 0; pos < total && !err; pos += wsize) {
+		size_t n = total - pos < wsize ? (size_t)(total - pos) : wsize;
+		err = ap_write_all(p, expected(pos), n);
+	}
+	return err;
+}
+
+/* What a reader of the stream got. */
+struct rx {
+	double t1;                 /* when it saw the end of file */
+	unsigned long long received;
+	unsigned long reads, bad;  /* reads, and reads that did not match */
+	int err;                   /* errno of a failed read, or 0 */
+};
+
+/* Read p to its end of file with a bufsize buffer, checking every read
+ * against the stream (sampled, or in full), into *rx. */
+static inline void ap_read_stream(struct anypipe *p, size_t bufsize, int sample, struct rx *rx)
+{
+	unsigned char *buf = malloc(bufsize);
+	unsigned long long pos = 0;
+	if (!buf)
+		die("malloc");
+	for (;;) {
+		ssize_t r = ap_read(p, buf, bufsize);
+		if (r == 0)
+			break;
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			rx->err = errno;
+			break;
+		}
+		rx->bad += (unsigned long)check(buf, (size_t)r, pos, rx->reads++, sample);
+		pos += (unsigned long long)r;
+	}
+	rx->t1 = bench_now();
+	rx->received = pos;
+	free(buf);
+}
+
+/* ---- the report ---------------------------------------------------------- */
+
+static int data_errors __attribute__((unused)); /* runs that lost or corrupted data */
+static int met __attribute__((unused)), missed __attribute__((unused)); /* targets */
+
+/* Count a target as met (ok) or missed; returns the word to print. */
+static inline const char *bench_result(int ok)
+{
+	if (ok)
+		met++;
+	else
+		missed++;
+	return ok ? "MET" : "MISSED";
+}
+
+static inline void fmt_amount(char *out, size_t len, unsigned long long bytes)
+{
+	if (bytes >= 10 * MiB)
+		snprintf(out, len, "%llu MiB", bytes / MiB);
+	else
+		snprintf(out, len, "%llu KiB", bytes / KiB);
+}
+
+/* The closing lines; returns main's exit status: 1 if data went wrong. */
+static inline int bench_finish(const char *data_ok)
+{
+	free(pattern);
+	printf("targets: %d met, %d missed (a report, not a test)\n", met, missed);
+	if (data_errors) {
+		printf("DATA ERRORS: %d runs lost or corrupted data\n", data_errors);
+		return 1;
+	}
+	printf("data: %s\n", data_ok);
+	return 0;
+}
+
+#endif
