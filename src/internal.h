@@ -340,6 +340,7 @@ int pp_ring_wait(struct pp_ring *r, int side, int wake_side, bool moved);
 void pp_ring_push_buf(struct pp_ring *r, struct pp_buf buf, bool *wake_rd);
 void pp_ring_efd_update_slow(struct pp_ring *r, bool data_added);
 void pp_ring_drop_bytes(struct pp_ring *r, size_t n);
+int pp_ring_wait_data(struct pp_ring *r, bool nonblock, bool *waited);
 static inline void pp_ring_efd_update(struct pp_ring *r, bool data_added)
 {
 	if (unlikely(r->efd[PP_READ] >= 0 || r->efd[PP_WRITE] >= 0))

@@ -579,6 +579,25 @@ ssize_t pp_ring_read(struct pp_ring *r, int fl, struct pp_iter *it)
 	return (ssize_t)planned;
 }
 
+/*
+ * Under the lock: wait while the pipe is empty and has a writer, for the
+ * calls that need data but are not pp_read (peek, splice to a descriptor).
+ * 0 when there is data or end of file, EAGAIN if nonblock, EINTR.  Sets
+ * *waited when it slept, so the caller passes the wake on.
+ */
+int pp_ring_wait_data(struct pp_ring *r, bool nonblock, bool *waited)
+{
+	while (LOAD(r->head) == LOAD(r->tail) && LOAD(r->handles[PP_WRITE])) {
+		if (nonblock)
+			return EAGAIN;
+		int err = pp_ring_wait(r, PP_READ, -1, false);
+		if (err)
+			return err;
+		*waited = true;
+	}
+	return 0;
+}
+
 /* Under the lock: consume the first n readable bytes (n <= what is there),
  * dropping the references of the buffers they empty. */
 void pp_ring_drop_bytes(struct pp_ring *r, size_t n)

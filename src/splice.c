@@ -305,15 +305,8 @@ PP_API ssize_t pp_peek(struct pp_end *in, struct iovec *iov, int max)
 	int n = 0, err = 0;
 	bool waited = false;
 	pp_lock(&r->lock);
-	while (LOAD(r->head) == LOAD(r->tail) && LOAD(r->handles[PP_WRITE]) && max) {
-		if (fl & PP_NONBLOCK) {
-			err = EAGAIN;
-			break;
-		}
-		if ((err = pp_ring_wait(r, PP_READ, -1, false)))
-			break;
-		waited = true;
-	}
+	if (max)
+		err = pp_ring_wait_data(r, fl & PP_NONBLOCK, &waited);
 	bool pass = waited && pp_ring_pass_wake(r, PP_READ);
 	if (!err) {
 		struct pp_buf *bufs = pp_ring_bufs(r);

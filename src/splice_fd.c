@@ -192,15 +192,7 @@ PP_API ssize_t pp_splice_to_fd(struct pp_end *in, int fd, off_t *off, size_t len
 	ssize_t n = 0;
 	bool waited = false;
 	pp_lock(&r->lock);
-	while (LOAD(r->head) == LOAD(r->tail) && LOAD(r->handles[PP_WRITE])) {
-		if (nonblock) {
-			err = EAGAIN;
-			break;
-		}
-		if ((err = pp_ring_wait(r, PP_READ, -1, false)))
-			break;
-		waited = true;
-	}
+	err = pp_ring_wait_data(r, nonblock, &waited);
 	bool was_full = pp_ring_full(r), wake_wr = false;
 	if (!err && LOAD(r->head) != LOAD(r->tail)) {
 		struct iovec iov[SEGS_MAX];
