@@ -22,10 +22,12 @@ LIB_SO   := $(BUILD)/libpagepipe.so.$(VERSION)
 TESTS    := $(patsubst test/%.c,$(BUILD)/test/%,$(wildcard test/*.c))
 BENCHES  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
+TOOL_SRC := $(wildcard tools/pagepipe/*.c)
+TOOL     := $(BUILD)/pagepipe
 
-.PHONY: all lib tests check check-asan check-tsan check-all bench demo \
+.PHONY: all lib tool tests check check-asan check-tsan check-all bench demo \
         examples install uninstall clean
-all: lib examples
+all: lib tool examples
 
 lib: $(LIB_A) $(LIB_SO)
 
@@ -54,11 +56,17 @@ $(BUILD)/examples/%: examples/%.c $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(LIB_A) $(LDLIBS_ALL)
 
-tests: $(TESTS)
+# The command (tools/pagepipe): front end, engine, options, endpoints.
+$(TOOL): $(TOOL_SRC) $(wildcard tools/pagepipe/*.h) $(LIB_A)
+	$(CC) $(CFLAGS_ALL) -o $@ $(TOOL_SRC) $(LIB_A) $(LDLIBS_ALL)
+
+tool: $(TOOL)
+tests: $(TESTS) $(TOOL)
 examples: $(EXAMPLES)
 
-# The test command: every test program, then one line "N passed, N failed".
-check: $(TESTS)
+# The test command: every test program and the command's end-to-end
+# scripts (test/tool), then one line "N passed, N failed".
+check: $(TESTS) $(TOOL)
 	@sh test/run.sh $(BUILD)/test
 
 check-asan:
@@ -78,9 +86,12 @@ bench: $(BENCHES)
 demo: $(EXAMPLES)
 	$(BUILD)/examples/stream_demo
 
-install: lib
+install: lib tool
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
-	  $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/share/man/man3
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/share/man/man3 \
+	  $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 $(TOOL) $(DESTDIR)$(PREFIX)/bin/
+	for m in man/*.1; do [ -f "$$m" ] && install -m 644 $$m $(DESTDIR)$(PREFIX)/share/man/man1/; done
 	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libpagepipe.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libpagepipe.so.$(SOVER)
@@ -94,6 +105,7 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libpagepipe.* $(DESTDIR)$(PREFIX)/include/pagepipe.h \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/pagepipe.pc
 	for m in man/*.3; do rm -f $(DESTDIR)$(PREFIX)/share/man/man3/$$(basename $$m); done
+	rm -f $(DESTDIR)$(PREFIX)/bin/pagepipe $(DESTDIR)$(PREFIX)/share/man/man1/pagepipe.1
 
 clean:
 	rm -rf build build-asan build-tsan build-clang build-clang-asan build-fuzz

@@ -1,0 +1,487 @@
+/*
+ * engine.c - the data path of the pagepipe command.
+ *
+ *                       +-- out pipe 1 --> output thread 1 --> fd 1
+ *   input fd --> input pipe --(pp_fanout)
+ *                       +-- out pipe 2 --> output thread 2 --> fd 2
+ *
+ * The input thread reads a block from the input straight into pool pages
+ * (pp_splice_from_fd), then moves the block to every output pipe by
+ * reference (pp_fanout): one copy of the data in memory however many
+ * outputs there are.  Each output thread takes its pipe's pages in place
+ * (pp_peek), writes them to its descriptor with writev, and releases them
+ * (pp_consume).  A page goes back to the pool when the slowest output has
+ * written it, so each output lags behind on its own and the memory held is
+ * the slowest output's backlog.
+ *
+ * Why peek + writev rather than pp_splice_to_fd: the output thread holds no
+ * lock of its pipe while its descriptor blocks, so the input thread's
+ * fan-out, which takes every output pipe's lock, never waits for a slow
+ * output's write.
+ *
+ * Memory limit: the output pipes are sized to hold at least the limit, and
+ * the input thread reads a block only while the pages in use (the pool's
+ * count, i.e. real memory) plus that block fit under it.  -P/-p are
+ * watermarks on the same count.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine.h"
+
+#define MAX_IOV 256
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t pt_engine_buffered(void)
+{
+	struct pp_pool_stats st;
+	pp_pool_stats(&st);
+	return (uint64_t)st.pages_in_use * PP_PAGE_SIZE;
+}
+
+/* ---- waiting for a state change ------------------------------------ */
+
+/* Tell waiters that a state changed (see the lock rule in engine.h). */
+static void notify(struct pt_engine *e)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load(&e->waiters)) {
+		pthread_mutex_lock(&e->mu);
+		pthread_cond_broadcast(&e->cv);
+		pthread_mutex_unlock(&e->mu);
+	}
+}
+
+/* Wait until ready(e, arg) holds (re-checked after every wakeup). */
+static void wait_until(struct pt_engine *e, bool (*ready)(struct pt_engine *, void *), void *arg)
+{
+	if (ready(e, arg))
+		return;
+	pthread_mutex_lock(&e->mu);
+	atomic_fetch_add(&e->waiters, 1);
+	atomic_thread_fence(memory_order_seq_cst);
+	while (!ready(e, arg)) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 100 * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&e->cv, &e->mu, &ts);
+	}
+	atomic_fetch_sub(&e->waiters, 1);
+	pthread_mutex_unlock(&e->mu);
+}
+
+static void thread_finished(struct pt_engine *e)
+{
+	pthread_mutex_lock(&e->mu);
+	atomic_fetch_sub(&e->running, 1);
+	pthread_cond_broadcast(&e->main_cv);
+	pthread_mutex_unlock(&e->mu);
+}
+
+static void set_fatal(struct pt_engine *e)
+{
+	atomic_store(&e->had_error, true);
+	pthread_mutex_lock(&e->mu);
+	atomic_store(&e->fatal, 1);
+	pthread_cond_broadcast(&e->main_cv);
+	pthread_mutex_unlock(&e->mu);
+}
+
+/* ---- the output threads -------------------------------------------- */
+
+static bool live_outputs(struct pt_engine *e)
+{
+	for (int i = 0; i < e->n; i++)
+		if (atomic_load(&e->outs[i].state) == PT_OUT_RUNNING)
+			return true;
+	return false;
+}
+
+/* -P: an output may write once the buffer is start_pct% full, the input
+ * ended, or the input waits for room. */
+static bool start_ready(struct pt_engine *e, void *arg)
+{
+	(void)arg;
+	return atomic_load(&e->fatal) || atomic_load(&e->input_state) != 0 ||
+	       atomic_load(&e->input_full) ||
+	       pt_engine_buffered() * 100 >= e->limit * (uint64_t)e->o->start_pct;
+}
+
+/* Decide what an output error means under --output-error. */
+static void output_failed(struct pt_engine *e, struct pt_output *out, int err)
+{
+	enum pt_output_error mode = e->o->output_error;
+	bool silent = err == EPIPE && (mode == PT_OE_WARN_NOPIPE || mode == PT_OE_EXIT_NOPIPE);
+	out->err = err;
+	if (!silent) {
+		pt_msg("%s: %s", out->name, strerror(err));
+		atomic_store(&e->had_error, true);
+		if (mode == PT_OE_EXIT || mode == PT_OE_EXIT_NOPIPE) {
+			pt_msg("%s: stopping after %llu bytes to it (--output-error=%s)", out->name,
+			       (unsigned long long)atomic_load(&out->written),
+			       mode == PT_OE_EXIT ? "exit" : "exit-nopipe");
+			set_fatal(e);
+		} else if (!e->quiet) {
+			pt_msg("%s: output dropped after %llu bytes", out->name,
+			       (unsigned long long)atomic_load(&out->written));
+		}
+	}
+}
+
+/* Wait until fd takes data (it was opened non-blocking by someone else). */
+static void wait_writable(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	poll(&p, 1, 1000);
+}
+
+/* Sleep until `bytes` more may go out under the output's rate limit. */
+static void rate_wait(struct pt_output *out, uint64_t t0, uint64_t sent, size_t bytes)
+{
+	/* The output may send rate * elapsed bytes, plus one burst of 1/20 s. */
+	uint64_t burst = out->rate / 20;
+	uint64_t due = sent + bytes > burst ? sent + bytes - burst : 0;
+	uint64_t at = t0 + (uint64_t)((double)due * 1e9 / (double)out->rate);
+	uint64_t now = now_ns();
+	if (at > now) {
+		struct timespec ts = { (time_t)((at - now) / 1000000000u),
+			               (long)((at - now) % 1000000000u) };
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+	}
+}
+
+struct out_arg {
+	struct pt_engine *e;
+	struct pt_output *out;
+};
+
+static void *output_main(void *p)
+{
+	struct out_arg *a = p;
+	struct pt_engine *e = a->e;
+	struct pt_output *out = a->out;
+	struct iovec iov[MAX_IOV];
+	uint64_t t0 = 0;
+	size_t chunk = e->o->block;
+	bool gate_open = e->o->start_pct == 0;
+
+	if (out->rate) {
+		chunk = out->rate / 20;
+		if (chunk < 4096)
+			chunk = 4096;
+		if (chunk > e->o->block)
+			chunk = e->o->block;
+	}
+	for (;;) {
+		if (atomic_load(&e->fatal))
+			break;
+		if (!gate_open) {
+			wait_until(e, start_ready, NULL);
+			gate_open = true;
+		}
+		ssize_t nseg = pp_peek(out->r, iov, MAX_IOV);
+		if (nseg < 0) {
+			if (errno == EINTR)
+				continue;
+			output_failed(e, out, errno);
+			atomic_store(&out->state, PT_OUT_DROPPED);
+			break;
+		}
+		if (nseg == 0) { /* end of input, everything written */
+			atomic_store(&out->state, PT_OUT_DONE);
+			break;
+		}
+		/* Cut the segments to one chunk. */
+		size_t total = 0;
+		int k = 0;
+		while (k < nseg && total < chunk) {
+			if (total + iov[k].iov_len > chunk)
+				iov[k].iov_len = chunk - total;
+			total += iov[k].iov_len;
+			k++;
+		}
+		if (out->rate) {
+			if (!t0)
+				t0 = now_ns();
+			rate_wait(out, t0, atomic_load(&out->written), total);
+		}
+		ssize_t w = writev(out->fd, iov, k);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN) {
+				wait_writable(out->fd);
+				continue;
+			}
+			output_failed(e, out, errno);
+			atomic_store(&out->state, PT_OUT_DROPPED);
+			break;
+		}
+		pp_consume(out->r, (size_t)w);
+		atomic_fetch_add(&out->written, (uint64_t)w);
+		notify(e);
+		/* -P again once this output has run its pipe empty. */
+		if (e->o->start_pct && atomic_load(&e->input_state) == 0 && pp_nread(out->r) == 0)
+			gate_open = false;
+	}
+	/* Closing the read end makes the next fan-out to it fail with EPIPE,
+	 * which is how the input thread learns to drop it. */
+	pp_close(out->r);
+	out->r = NULL;
+	notify(e);
+	thread_finished(e);
+	return NULL;
+}
+
+/* ---- the input thread ---------------------------------------------- */
+
+/* Room for one more block under the memory limit (and -p once full). */
+static bool room_ready(struct pt_engine *e, void *arg)
+{
+	(void)arg;
+	if (atomic_load(&e->fatal) || !live_outputs(e))
+		return true;
+	uint64_t used = pt_engine_buffered();
+	if (used == 0)
+		return true;
+	if (atomic_load(&e->input_full))
+		return used * 100 < e->limit * (uint64_t)e->o->resume_pct &&
+		       used + e->o->block + PP_PAGE_SIZE <= e->limit;
+	return used + e->o->block + PP_PAGE_SIZE <= e->limit;
+}
+
+/* Drop the outputs whose readers are gone; false when none is left. */
+static bool prune_outputs(struct pt_engine *e, struct pp_end **fed, int *nfed)
+{
+	int k = 0;
+	for (int i = 0; i < e->n; i++) {
+		struct pt_output *out = &e->outs[i];
+		if (!out->fed)
+			continue;
+		if (pp_events(out->w) & POLLERR) {
+			out->fed = false;
+			pp_close(out->w);
+			out->w = NULL;
+			continue;
+		}
+		fed[k++] = out->w;
+	}
+	*nfed = k;
+	return k > 0;
+}
+
+/* Move everything in the input pipe to every live output.  false once no
+ * output is left. */
+static bool distribute(struct pt_engine *e, struct pp_end **fed, int *nfed)
+{
+	while (pp_nread(e->in_r) > 0) {
+		if (atomic_load(&e->fatal))
+			return false;
+		ssize_t m = pp_fanout(e->in_r, fed, *nfed, SIZE_MAX, 0);
+		if (m >= 0) {
+			notify(e);
+			continue;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno != EPIPE) {
+			pt_msg("fan-out: %s", strerror(errno));
+			set_fatal(e);
+			return false;
+		}
+		if (!prune_outputs(e, fed, nfed))
+			return false;
+	}
+	return true;
+}
+
+static void *input_main(void *p)
+{
+	struct pt_engine *e = p;
+	struct pp_end *fed[PT_MAX_OUTPUTS];
+	int nfed;
+
+	prune_outputs(e, fed, &nfed);
+	while (nfed > 0 && !atomic_load(&e->fatal)) {
+		if (!room_ready(e, NULL)) {
+			atomic_store(&e->input_full, true);
+			notify(e); /* -P: a full buffer opens the outputs */
+			wait_until(e, room_ready, NULL);
+			atomic_store(&e->input_full, false);
+		}
+		ssize_t n = pp_splice_from_fd(e->in_fd, NULL, e->in_w, e->o->block, 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN) { /* an input someone else made non-blocking */
+				struct pollfd pfd = { .fd = e->in_fd, .events = POLLIN };
+				poll(&pfd, 1, 1000);
+				continue;
+			}
+			e->input_err = errno;
+			pt_msg("%s: %s", e->in_name, strerror(errno));
+			atomic_store(&e->had_error, true);
+			atomic_store(&e->input_state, 2);
+			break;
+		}
+		if (n == 0) {
+			atomic_store(&e->input_state, 1);
+			break;
+		}
+		atomic_fetch_add(&e->bytes_in, (uint64_t)n);
+		if (!distribute(e, fed, &nfed))
+			break;
+	}
+	if (atomic_load(&e->input_state) == 0)
+		atomic_store(&e->input_state, 1); /* stopped: no output left, or fatal */
+	/* End of input for every output: they drain their pipes and finish. */
+	for (int i = 0; i < e->n; i++) {
+		if (e->outs[i].w) {
+			pp_close(e->outs[i].w);
+			e->outs[i].w = NULL;
+		}
+		e->outs[i].fed = false;
+	}
+	notify(e);
+	thread_finished(e);
+	return NULL;
+}
+
+/* ---- setting up ---------------------------------------------------- */
+
+/* The smallest power-of-two byte size >= n (n <= 2^31). */
+static size_t pow2_at_least(uint64_t n)
+{
+	size_t s = PP_PAGE_SIZE;
+	while (s < n)
+		s <<= 1;
+	return s;
+}
+
+int pt_engine_init(struct pt_engine *e, const struct pt_opts *o)
+{
+	memset(e, 0, sizeof *e);
+	e->o = o;
+	e->limit = o->memory;
+	e->quiet = o->quiet;
+	e->in_fd = -1;
+	pthread_mutex_init(&e->mu, NULL);
+	pthread_cond_init(&e->cv, NULL);
+	pthread_cond_init(&e->main_cv, NULL);
+
+	e->in_fd = pt_open_input(o->input, e->in_name, sizeof e->in_name, &e->in_size);
+	if (e->in_fd < 0)
+		return 1;
+
+	/* Output pipes big enough for the whole limit; the input pipe for one block. */
+	size_t out_size = pow2_at_least(o->memory);
+	size_t in_size = pow2_at_least(o->block);
+	struct pp_end *ends[2];
+	if (pp_setmaxsize(out_size) < 0) {
+		pt_msg("cannot allow pipes of %zu bytes: %s", out_size, strerror(errno));
+		return 1;
+	}
+	if (pp_pipe(ends, PP_NOSIGPIPE) != 0 || pp_setsize(ends[1], in_size) < 0) {
+		pt_msg("cannot make the input pipe: %s", strerror(errno));
+		return 1;
+	}
+	e->in_r = ends[0];
+	e->in_w = ends[1];
+
+	int opened = 0;
+	for (int i = 0; i < o->noutputs; i++) {
+		struct pt_output *out = &e->outs[e->n];
+		out->fd = pt_open_output(o->outputs[i].name, o->append, out->name, sizeof out->name);
+		if (out->fd < 0) {
+			atomic_store(&e->had_error, true);
+			if (o->output_error == PT_OE_EXIT || o->output_error == PT_OE_EXIT_NOPIPE)
+				return 1;
+			continue;
+		}
+		out->rate = o->outputs[i].rate;
+		if (pp_pipe(ends, PP_NOSIGPIPE) != 0 || pp_setsize(ends[1], out_size) < 0) {
+			pt_msg("cannot make a pipe for %s: %s", out->name, strerror(errno));
+			return 1;
+		}
+		out->r = ends[0];
+		out->w = ends[1];
+		out->fed = true;
+		atomic_store(&out->state, PT_OUT_RUNNING);
+		e->n++;
+		opened++;
+	}
+	if (!opened)
+		return 1;
+	/* Keep enough drained pages for reuse that a streaming run does not map
+	 * and unmap a page per page of data; pp_pool_trim gives them back. */
+	long cache = (long)(o->memory / PP_PAGE_SIZE);
+	pp_pool_setcache(cache < 4096 ? cache : 4096);
+	return 0;
+}
+
+int pt_engine_start(struct pt_engine *e)
+{
+	static struct out_arg args[PT_MAX_OUTPUTS];
+	atomic_store(&e->running, e->n + 1);
+	for (int i = 0; i < e->n; i++) {
+		args[i] = (struct out_arg){ e, &e->outs[i] };
+		int rc = pthread_create(&e->outs[i].thread, NULL, output_main, &args[i]);
+		if (rc) {
+			errno = rc;
+			return -1;
+		}
+		e->outs[i].started = true;
+	}
+	int rc = pthread_create(&e->in_thread, NULL, input_main, e);
+	if (rc) {
+		errno = rc;
+		return -1;
+	}
+	return 0;
+}
+
+bool pt_engine_wait(struct pt_engine *e, int ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&e->mu);
+	while (atomic_load(&e->running) > 0 && !atomic_load(&e->fatal))
+		if (pthread_cond_timedwait(&e->main_cv, &e->mu, &ts) == ETIMEDOUT)
+			break;
+	bool done = atomic_load(&e->running) == 0 || atomic_load(&e->fatal);
+	pthread_mutex_unlock(&e->mu);
+	return done;
+}
+
+void pt_engine_join(struct pt_engine *e)
+{
+	pthread_join(e->in_thread, NULL);
+	for (int i = 0; i < e->n; i++)
+		if (e->outs[i].started)
+			pthread_join(e->outs[i].thread, NULL);
+	pp_close(e->in_r);
+	pp_close(e->in_w);
+}

@@ -1,0 +1,106 @@
+/*
+ * engine.h - the pagepipe command's data path, on top of libpagepipe.
+ *
+ * One input thread reads the input into a small pagepipe (pp_splice_from_fd)
+ * and fans each block out by reference (pp_fanout) to one pagepipe per
+ * output; one thread per output writes its pipe's pages to the output
+ * descriptor.  The front end (main.c) owns signals, progress and exit
+ * status; it reads the counters here while the threads run.
+ */
+#ifndef PAGEPIPE_TOOL_ENGINE_H
+#define PAGEPIPE_TOOL_ENGINE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <pagepipe.h>
+
+#include "opts.h"
+
+enum pt_out_state {
+	PT_OUT_RUNNING,
+	PT_OUT_DONE,    /* wrote everything and reached end of input */
+	PT_OUT_DROPPED, /* failed (err) and was dropped */
+};
+
+struct pt_output {
+	/* Set before the threads start, then read-only. */
+	char name[256];        /* for messages: a path, "standard output", tcp:... */
+	int fd;
+	uint64_t rate;         /* bytes per second, 0 for no limit */
+	struct pp_end *r;      /* read end: owned by this output's thread */
+	struct pp_end *w;      /* write end: owned by the input thread */
+	pthread_t thread;
+	bool started;          /* thread created */
+	/* Written by the output's thread, read by anyone. */
+	_Atomic uint64_t written;
+	_Atomic int state;     /* enum pt_out_state */
+	int err;               /* errno that dropped it; valid once state is DROPPED */
+	/* Input thread only. */
+	bool fed;              /* still in the fan-out list */
+};
+
+struct pt_engine {
+	/* Set up by pt_engine_init, read-only while the threads run. */
+	const struct pt_opts *o;
+	char in_name[256];
+	int in_fd;
+	int64_t in_size;                 /* bytes, or -1 when unknown */
+	struct pt_output outs[PT_MAX_OUTPUTS];
+	int n;
+	struct pp_end *in_r, *in_w;     /* the input pipe, input thread only */
+	pthread_t in_thread;
+	uint64_t limit;                  /* memory limit in bytes */
+
+	/* Counters and states, atomics: one writer each, anyone reads. */
+	_Atomic uint64_t bytes_in;       /* input thread */
+	_Atomic int input_state;         /* 0 reading, 1 end of input, 2 error; input thread */
+	int input_err;                   /* valid once input_state is 2 */
+	_Atomic bool input_full;         /* input thread: waiting for the buffer to drain */
+	_Atomic int fatal;               /* set once by whoever hits an error under exit modes */
+	_Atomic bool had_error;          /* some error that makes the exit status 1 */
+
+	/*
+	 * Waits for buffer space or fill (watermarks) and for the end of
+	 * the run.  Lock rule: mu guards nothing but the condition variables'
+	 * sleep; the states they wait for are atomics changed outside it.
+	 * A thread that changes a state someone may wait on does a full fence
+	 * and then broadcasts if `waiters` is non-zero; a waiter increments
+	 * `waiters`, fences, and re-checks before sleeping, so no wakeup is
+	 * lost.  Each wait also times out after 100 ms as a second guard.
+	 */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;               /* input and output threads */
+	pthread_cond_t main_cv;          /* the front end */
+	_Atomic int waiters;
+	_Atomic int running;             /* threads not yet finished */
+	bool quiet;
+};
+
+/* Open the input and outputs and make the pipes; messages on stderr.
+ * Returns 0, 1 (input could not be opened, or no output could) or sets
+ * had_error and goes on when only some outputs failed to open. */
+int pt_engine_init(struct pt_engine *e, const struct pt_opts *o);
+
+/* Start the threads.  0, or -1 with errno. */
+int pt_engine_start(struct pt_engine *e);
+
+/* Wait up to ms milliseconds for the run to end; true when it has (or a fatal error occurred). */
+bool pt_engine_wait(struct pt_engine *e, int ms);
+
+/* Join the threads (after pt_engine_wait said done and fatal is 0). */
+void pt_engine_join(struct pt_engine *e);
+
+/* Bytes currently held in buffer pages. */
+uint64_t pt_engine_buffered(void);
+
+/* Open endpoints (endpoint.c).  Return a descriptor or -1 with a message printed. */
+int pt_open_input(const char *spec, char *name, size_t namelen, int64_t *size);
+int pt_open_output(const char *spec, bool append, char *name, size_t namelen);
+
+/* "pagepipe: " + message on stderr. */
+void pt_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

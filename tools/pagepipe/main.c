@@ -1,0 +1,229 @@
+/*
+ * main.c - the pagepipe command's front end: options, signals, the
+ * progress line, the closing statistics and the exit status.  The data
+ * path is in engine.c; option parsing in opts.c.
+ *
+ * Threads: the main thread draws progress and waits for the end; one thread
+ * waits for SIGINT/SIGTERM (blocked everywhere else) and ends the process
+ * with a message; the engine's input and output threads move the data.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine.h"
+
+static struct pt_opts opts;
+static struct pt_engine engine;
+static _Atomic bool line_drawn; /* a progress line is on the terminal */
+static sigset_t stop_signals;
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* "1.23GiB" and the like. */
+static const char *human(char *buf, size_t len, double v)
+{
+	static const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+	int u = 0;
+	while (v >= 1024 && u < 5) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, len, u ? "%.2f%s" : "%.0f%s", v, unit[u]);
+	return buf;
+}
+
+static void end_line(void)
+{
+	if (atomic_exchange(&line_drawn, false)) {
+		ssize_t w = write(STDERR_FILENO, "\n", 1);
+		(void)w;
+	}
+}
+
+static void *signal_main(void *arg)
+{
+	(void)arg;
+	int sig = 0;
+	while (sigwait(&stop_signals, &sig) != 0)
+		;
+	end_line();
+	pt_msg("interrupted by %s after %llu bytes in", sig == SIGINT ? "SIGINT" : "SIGTERM",
+	       (unsigned long long)atomic_load(&engine.bytes_in));
+	_exit(128 + sig);
+}
+
+/* ---- progress ------------------------------------------------------ */
+
+struct progress {
+	double t0, last_t;
+	uint64_t last_out;
+	double rate; /* smoothed bytes per second of the slowest live output */
+};
+
+static uint64_t slowest_out(const struct pt_engine *e, uint64_t *fastest)
+{
+	uint64_t lo = UINT64_MAX, hi = 0;
+	for (int i = 0; i < e->n; i++) {
+		uint64_t w = atomic_load(&e->outs[i].written);
+		if (w > hi)
+			hi = w;
+		if (atomic_load(&e->outs[i].state) != PT_OUT_DROPPED && w < lo)
+			lo = w;
+	}
+	*fastest = hi;
+	return lo == UINT64_MAX ? hi : lo;
+}
+
+static void draw_progress(struct pt_engine *e, struct progress *p, bool final)
+{
+	char line[2048], a[32], b[32], c[32];
+	double t = now_s();
+	uint64_t fastest, out = slowest_out(e, &fastest);
+	uint64_t in = atomic_load(&e->bytes_in);
+	double dt = t - p->last_t;
+	if (final) {
+		p->rate = t > p->t0 ? (double)out / (t - p->t0) : 0;
+	} else if (dt > 0) {
+		double r = (double)(out - p->last_out) / dt;
+		p->rate = p->last_t == p->t0 ? r : 0.5 * p->rate + 0.5 * r;
+	}
+	p->last_t = t;
+	p->last_out = out;
+	uint64_t buffered = pt_engine_buffered();
+	int len = snprintf(line, sizeof line, "\rin %s  out %s  %s/s  buf %3d%%", human(a, 32, (double)in),
+	                   human(b, 32, (double)out), human(c, 32, p->rate),
+	                   (int)(buffered * 100 / e->limit));
+	if (e->n > 1)
+		for (int i = 0; i < e->n && len < 1800; i++) {
+			uint64_t w = atomic_load(&e->outs[i].written);
+			int st = atomic_load(&e->outs[i].state);
+			if (st == PT_OUT_DROPPED)
+				len += snprintf(line + len, sizeof line - (size_t)len, "  o%d: dropped", i + 1);
+			else
+				len += snprintf(line + len, sizeof line - (size_t)len, "  o%d -%s", i + 1,
+				                human(a, 32, (double)(fastest - w)));
+		}
+	if (e->in_size >= 0 && !final && p->rate > 0) {
+		double left = ((double)e->in_size - (double)out) / p->rate;
+		if (left < 0)
+			left = 0;
+		long s = (long)left;
+		len += snprintf(line + len, sizeof line - (size_t)len, "  ETA %ld:%02ld:%02ld", s / 3600,
+		                s / 60 % 60, s % 60);
+	}
+	len += snprintf(line + len, sizeof line - (size_t)len, "   ");
+	ssize_t w = write(STDERR_FILENO, line, (size_t)len);
+	(void)w;
+	atomic_store(&line_drawn, true);
+}
+
+static void print_stats(struct pt_engine *e, double secs)
+{
+	char a[32], b[32];
+	uint64_t in = atomic_load(&e->bytes_in);
+	pt_msg("%llu bytes (%s) in %.3f s, %s/s%s", (unsigned long long)in, human(a, 32, (double)in),
+	       secs, human(b, 32, secs > 0 ? (double)in / secs : 0),
+	       atomic_load(&e->input_state) == 2 ? ", input failed" : "");
+	for (int i = 0; i < e->n; i++) {
+		const struct pt_output *out = &e->outs[i];
+		int st = atomic_load(&out->state);
+		pt_msg("output %d (%s): %llu bytes, %s%s", i + 1, out->name,
+		       (unsigned long long)atomic_load(&out->written),
+		       st == PT_OUT_DONE ? "complete" : st == PT_OUT_DROPPED ? "dropped: " : "stopped",
+		       st == PT_OUT_DROPPED ? strerror(out->err) : "");
+	}
+}
+
+/* Close the outputs, reporting what close(2) reports (NFS, quotas). */
+static bool close_outputs(struct pt_engine *e)
+{
+	bool ok = true;
+	for (int i = 0; i < e->n; i++) {
+		struct pt_output *out = &e->outs[i];
+		if (out->fd < 0 || atomic_load(&out->state) == PT_OUT_DROPPED)
+			continue;
+		if (close(out->fd) != 0 && errno != EINTR) {
+			pt_msg("%s: %s", out->name, strerror(errno));
+			ok = false;
+		}
+	}
+	return ok;
+}
+
+int main(int argc, char *argv[])
+{
+	char err[512];
+	switch (pt_parse_args(argc, argv, &opts, err, sizeof err)) {
+	case PT_HELP:
+		fputs(pt_usage, stdout);
+		return fflush(stdout) == 0 ? 0 : 1;
+	case PT_VERSION:
+		printf("pagepipe %s\n", pp_version());
+		return fflush(stdout) == 0 ? 0 : 1;
+	case PT_USAGE_ERROR:
+		pt_msg("%s", err);
+		fputs("Try 'pagepipe --help' for more information.\n", stderr);
+		return 2;
+	case PT_RUN:
+		break;
+	}
+
+	/* EPIPE is handled per output; SIGINT/SIGTERM by signal_main alone. */
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&stop_signals);
+	sigaddset(&stop_signals, SIGINT);
+	sigaddset(&stop_signals, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+	pthread_t sig_thread;
+	if (pthread_create(&sig_thread, NULL, signal_main, NULL) != 0) {
+		pt_msg("cannot start a thread");
+		return 1;
+	}
+
+	double t0 = now_s();
+	if (pt_engine_init(&engine, &opts) != 0)
+		return 1;
+	if (pt_engine_start(&engine) != 0) {
+		pt_msg("cannot start a thread: %s", strerror(errno));
+		return 1;
+	}
+	bool show = opts.progress == PT_PROGRESS_ALWAYS ||
+	            (opts.progress == PT_PROGRESS_AUTO && isatty(STDERR_FILENO));
+	struct progress prog = { .t0 = t0, .last_t = t0 };
+	int idle_ticks = 0;
+	while (!pt_engine_wait(&engine, 500)) {
+		if (show)
+			draw_progress(&engine, &prog, false);
+		/* Give drained pages back once the buffer has stayed empty. */
+		if (pt_engine_buffered() == 0) {
+			if (++idle_ticks == 2)
+				pp_pool_trim();
+		} else {
+			idle_ticks = 0;
+		}
+	}
+	if (atomic_load(&engine.fatal)) {
+		end_line();
+		if (opts.stats)
+			print_stats(&engine, now_s() - t0);
+		_exit(1); /* output threads may be blocked in write(2) */
+	}
+	pt_engine_join(&engine);
+	if (show)
+		draw_progress(&engine, &prog, true);
+	end_line();
+	bool ok = close_outputs(&engine) && !atomic_load(&engine.had_error);
+	if (opts.stats)
+		print_stats(&engine, now_s() - t0);
+	return ok ? 0 : 1;
+}
