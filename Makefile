@@ -91,7 +91,7 @@ install: lib tool
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/share/man/man3 \
 	  $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 755 $(TOOL) $(DESTDIR)$(PREFIX)/bin/
-	for m in man/*.1; do [ -f "$$m" ] && install -m 644 $$m $(DESTDIR)$(PREFIX)/share/man/man1/; done
+	for m in man/*.1; do if [ -f "$$m" ]; then install -m 644 $$m $(DESTDIR)$(PREFIX)/share/man/man1/; fi; done
 	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libpagepipe.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libpagepipe.so.$(SOVER)

@@ -29,6 +29,11 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,8 +49,10 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-uint64_t pt_engine_buffered(void)
+uint64_t pt_engine_buffered(const struct pt_engine *e)
 {
+	if (e->direct) /* in the kernel pipe: read in, not yet written out */
+		return atomic_load(&e->bytes_in) - atomic_load(&e->outs[0].written);
 	struct pp_pool_stats st;
 	pp_pool_stats(&st);
 	return (uint64_t)st.pages_in_use * PP_PAGE_SIZE;
@@ -120,7 +127,7 @@ static bool start_ready(struct pt_engine *e, void *arg)
 	(void)arg;
 	return atomic_load(&e->fatal) || atomic_load(&e->input_state) != 0 ||
 	       atomic_load(&e->input_full) ||
-	       pt_engine_buffered() * 100 >= e->limit * (uint64_t)e->o->start_pct;
+	       pt_engine_buffered(e) * 100 >= e->limit * (uint64_t)e->o->start_pct;
 }
 
 /* Decide what an output error means under --output-error. */
@@ -258,7 +265,7 @@ static bool room_ready(struct pt_engine *e, void *arg)
 	(void)arg;
 	if (atomic_load(&e->fatal) || !live_outputs(e))
 		return true;
-	uint64_t used = pt_engine_buffered();
+	uint64_t used = pt_engine_buffered(e);
 	if (used == 0)
 		return true;
 	if (atomic_load(&e->input_full))
@@ -364,7 +371,240 @@ static void *input_main(void *p)
 	return NULL;
 }
 
-/* ---- setting up ---------------------------------------------------- */
+/* ---- the direct path: kernel splice through a chain of kernel pipes -- */
+
+/*
+ * With one output, no rate limit and no watermarks, nothing needs the data
+ * in this process's memory: the kernel can move page references from the
+ * input to the output with splice(2), as pv does, and no byte is copied
+ * here.  The buffer is then a chain of kernel pipes of up to 1 MiB each
+ * (the unprivileged pipe-max-size), used in turn like the slots of a ring:
+ *
+ *   input --splice--> kp[w % n]  ...  kp[r % n] --splice--> output
+ *
+ * The input thread fills pipe w until it holds `cap` bytes or is full,
+ * publishes its byte count in filled[w % n] and moves to w + 1 once the
+ * output thread has finished that pipe's previous lap (w - r < n).  The
+ * output thread drains pipe r; once it has written filled[r % n] bytes it
+ * marks the pipe free and moves on.  Both splice with SPLICE_F_NONBLOCK and
+ * sleep in poll(2), so each can tell "my pipe is full/empty" from "the
+ * descriptor is not ready", and each wakes the other through an eventfd.
+ *
+ * Taken only when the whole memory limit can be had as kernel pipes (the
+ * kernel caps an unprivileged user's pipes at pipe-user-pages-soft) and both
+ * descriptors are of kinds splice(2) takes; otherwise the pagepipe path.
+ */
+
+#define KP_CAP (1 << 20)
+#define KP_MAX 512
+#define OPEN_PIPE UINT64_MAX /* filled[] of a pipe the input still fills */
+
+struct kchain {
+	int n;
+	int fd[KP_MAX][2];
+	_Atomic uint64_t filled[KP_MAX]; /* input sets, output resets to OPEN_PIPE */
+	_Atomic uint64_t wseq, rseq;     /* pipe being filled / drained (free-running) */
+	_Atomic bool eof;                /* input thread: filled[wseq % n] is the last */
+	int data_efd, room_efd;          /* input -> output, output -> input */
+};
+
+static void efd_signal(int efd)
+{
+	uint64_t one = 1;
+	ssize_t w = write(efd, &one, sizeof one);
+	(void)w;
+}
+
+static void efd_clear(int efd)
+{
+	uint64_t v;
+	ssize_t r = read(efd, &v, sizeof v);
+	(void)r;
+}
+
+/* Wait (up to 200 ms, so fatal errors are noticed) for fd or efd. */
+static void wait_either(int fd, short events, int efd)
+{
+	struct pollfd p[2] = { { .fd = fd, .events = events }, { .fd = efd, .events = POLLIN } };
+	if (poll(p, efd >= 0 ? 2 : 1, 200) > 0 && efd >= 0 && (p[1].revents & POLLIN))
+		efd_clear(efd);
+}
+
+static bool fd_ready(int fd, short events)
+{
+	struct pollfd p = { .fd = fd, .events = events };
+	return poll(&p, 1, 0) > 0 && (p.revents & events);
+}
+
+static void *direct_input_main(void *p)
+{
+	struct pt_engine *e = p;
+	struct kchain *k = e->chain;
+	uint64_t w = 0, in_w = 0; /* pipe being filled, bytes in it */
+
+	while (!atomic_load(&e->fatal) && atomic_load(&e->outs[0].state) == PT_OUT_RUNNING) {
+		int fdw = k->fd[w % (uint64_t)k->n][1];
+		size_t want = KP_CAP - in_w < e->o->block ? KP_CAP - in_w : e->o->block;
+		ssize_t got = want ? splice(e->in_fd, NULL, fdw, NULL, want,
+		                            SPLICE_F_MOVE | SPLICE_F_NONBLOCK | SPLICE_F_MORE)
+		                   : -1;
+		if (got > 0) {
+			in_w += (uint64_t)got;
+			atomic_fetch_add(&e->bytes_in, (uint64_t)got);
+			if (in_w == (uint64_t)got)
+				efd_signal(k->data_efd); /* the output may wait on this pipe */
+			continue;
+		}
+		if (got == 0) {
+			atomic_store(&e->input_state, 1);
+			break;
+		}
+		if (want && errno == EINTR)
+			continue;
+		if (want && errno != EAGAIN) {
+			e->input_err = errno;
+			pt_msg("%s: %s", e->in_name, strerror(errno));
+			atomic_store(&e->had_error, true);
+			atomic_store(&e->input_state, 2);
+			break;
+		}
+		if (want && fd_ready(fdw, POLLOUT)) { /* the input is not ready */
+			wait_either(e->in_fd, POLLIN, -1);
+			continue;
+		}
+		/* This pipe is full (or holds cap bytes): hand it over, take the next. */
+		atomic_store(&k->filled[w % (uint64_t)k->n], in_w);
+		atomic_store(&k->wseq, w + 1);
+		efd_signal(k->data_efd);
+		w++;
+		in_w = 0;
+		while (w - atomic_load(&k->rseq) >= (uint64_t)k->n && !atomic_load(&e->fatal) &&
+		       atomic_load(&e->outs[0].state) == PT_OUT_RUNNING)
+			wait_either(k->room_efd, POLLIN, -1);
+	}
+	if (atomic_load(&e->input_state) == 0)
+		atomic_store(&e->input_state, 1); /* stopped: the output is gone, or fatal */
+	atomic_store(&k->filled[w % (uint64_t)k->n], in_w);
+	atomic_store(&k->eof, true);
+	efd_signal(k->data_efd);
+	thread_finished(e);
+	return NULL;
+}
+
+static void *direct_output_main(void *p)
+{
+	struct out_arg *a = p;
+	struct pt_engine *e = a->e;
+	struct pt_output *out = a->out;
+	struct kchain *k = e->chain;
+	uint64_t r = 0, done = 0; /* pipe being drained, bytes taken from it */
+
+	while (!atomic_load(&e->fatal)) {
+		int idx = (int)(r % (uint64_t)k->n);
+		bool last = atomic_load(&k->eof) && atomic_load(&k->wseq) == r;
+		uint64_t filled = atomic_load(&k->filled[idx]);
+		if (filled != OPEN_PIPE && done == filled) {
+			if (last) {
+				atomic_store(&out->state, PT_OUT_DONE);
+				break;
+			}
+			atomic_store(&k->filled[idx], OPEN_PIPE);
+			atomic_store(&k->rseq, ++r);
+			done = 0;
+			efd_signal(k->room_efd);
+			continue;
+		}
+		size_t len = e->o->block;
+		if (filled != OPEN_PIPE && filled - done < len)
+			len = (size_t)(filled - done);
+		ssize_t n = splice(k->fd[idx][0], NULL, out->fd, NULL, len,
+		                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (n > 0) {
+			done += (uint64_t)n;
+			atomic_fetch_add(&out->written, (uint64_t)n);
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 0 || errno == EAGAIN) {
+			if (!fd_ready(k->fd[idx][0], POLLIN))
+				wait_either(k->fd[idx][0], POLLIN, k->data_efd); /* pipe empty */
+			else
+				wait_either(out->fd, POLLOUT, -1); /* the output is not ready */
+			continue;
+		}
+		output_failed(e, out, errno);
+		atomic_store(&out->state, PT_OUT_DROPPED);
+		break;
+	}
+	efd_signal(k->room_efd); /* the input thread may wait for room */
+	thread_finished(e);
+	return NULL;
+}
+
+/* Can splice(2) take this descriptor (as an input, or as an output)? */
+static bool spliceable(int fd, bool output)
+{
+	struct stat st;
+	if (fstat(fd, &st) != 0)
+		return false;
+	if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))
+		return true;
+	if (S_ISREG(st.st_mode))
+		return !output || !(fcntl(fd, F_GETFL) & O_APPEND);
+	return output && S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 &&
+	       minor(st.st_rdev) == 3; /* /dev/null */
+}
+
+static void chain_free(struct kchain *k)
+{
+	for (int i = 0; i < k->n; i++) {
+		close(k->fd[i][0]);
+		close(k->fd[i][1]);
+	}
+	if (k->data_efd >= 0)
+		close(k->data_efd);
+	if (k->room_efd >= 0)
+		close(k->room_efd);
+	free(k);
+}
+
+/* Set up the direct path if it applies.  true when it does. */
+static bool direct_setup(struct pt_engine *e, const struct pt_opts *o)
+{
+	if (o->no_splice || e->n != 1 || e->outs[0].rate || o->start_pct || o->resume_pct != 100 ||
+	    !spliceable(e->in_fd, false) || !spliceable(e->outs[0].fd, true))
+		return false;
+	uint64_t want = (o->memory + KP_CAP - 1) / KP_CAP;
+	if (want > KP_MAX)
+		return false;
+	struct kchain *k = calloc(1, sizeof *k);
+	if (!k)
+		return false;
+	k->data_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	k->room_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	bool ok = k->data_efd >= 0 && k->room_efd >= 0;
+	/* A memory limit under 1 MiB is one smaller pipe. */
+	int cap = o->memory < KP_CAP ? (int)o->memory : KP_CAP;
+	while (ok && (uint64_t)k->n < want) {
+		int *fd = k->fd[k->n];
+		if (pipe2(fd, O_CLOEXEC) != 0) {
+			ok = false;
+			break;
+		}
+		k->n++;
+		atomic_store(&k->filled[k->n - 1], OPEN_PIPE);
+		if (fcntl(fd[1], F_SETPIPE_SZ, cap) < cap)
+			ok = false; /* refused, or (rounded) smaller than asked */
+	}
+	if (!ok) {
+		chain_free(k);
+		return false;
+	}
+	e->chain = k;
+	e->direct = true;
+	return true;
+}
 
 /* The smallest power-of-two byte size >= n (n <= 2^31). */
 static size_t pow2_at_least(uint64_t n)
@@ -429,6 +669,8 @@ int pt_engine_init(struct pt_engine *e, const struct pt_opts *o)
 	}
 	if (!opened)
 		return 1;
+	if (direct_setup(e, o))
+		return 0;
 	/* Keep enough drained pages for reuse that a streaming run does not map
 	 * and unmap a page per page of data; pp_pool_trim gives them back. */
 	long cache = (long)(o->memory / PP_PAGE_SIZE);
@@ -442,14 +684,15 @@ int pt_engine_start(struct pt_engine *e)
 	atomic_store(&e->running, e->n + 1);
 	for (int i = 0; i < e->n; i++) {
 		args[i] = (struct out_arg){ e, &e->outs[i] };
-		int rc = pthread_create(&e->outs[i].thread, NULL, output_main, &args[i]);
+		int rc = pthread_create(&e->outs[i].thread, NULL,
+		                        e->direct ? direct_output_main : output_main, &args[i]);
 		if (rc) {
 			errno = rc;
 			return -1;
 		}
 		e->outs[i].started = true;
 	}
-	int rc = pthread_create(&e->in_thread, NULL, input_main, e);
+	int rc = pthread_create(&e->in_thread, NULL, e->direct ? direct_input_main : input_main, e);
 	if (rc) {
 		errno = rc;
 		return -1;
@@ -484,4 +727,6 @@ void pt_engine_join(struct pt_engine *e)
 			pthread_join(e->outs[i].thread, NULL);
 	pp_close(e->in_r);
 	pp_close(e->in_w);
+	if (e->chain)
+		chain_free(e->chain);
 }

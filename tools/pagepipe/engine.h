@@ -53,6 +53,8 @@ struct pt_engine {
 	struct pp_end *in_r, *in_w;     /* the input pipe, input thread only */
 	pthread_t in_thread;
 	uint64_t limit;                  /* memory limit in bytes */
+	bool direct;                     /* the kernel-splice path (engine.c) */
+	struct kchain *chain;            /* its chain of kernel pipes */
 
 	/* Counters and states, atomics: one writer each, anyone reads. */
 	_Atomic uint64_t bytes_in;       /* input thread */
@@ -93,8 +95,9 @@ bool pt_engine_wait(struct pt_engine *e, int ms);
 /* Join the threads (after pt_engine_wait said done and fatal is 0). */
 void pt_engine_join(struct pt_engine *e);
 
-/* Bytes currently held in buffer pages. */
-uint64_t pt_engine_buffered(void);
+/* Bytes currently held in the buffer (pages in use, or the kernel pipe's
+ * contents on the direct path). */
+uint64_t pt_engine_buffered(const struct pt_engine *e);
 
 /* Open endpoints (endpoint.c).  Return a descriptor or -1 with a message printed. */
 int pt_open_input(const char *spec, char *name, size_t namelen, int64_t *size);

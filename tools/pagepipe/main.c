@@ -99,7 +99,7 @@ static void draw_progress(struct pt_engine *e, struct progress *p, bool final)
 	}
 	p->last_t = t;
 	p->last_out = out;
-	uint64_t buffered = pt_engine_buffered();
+	uint64_t buffered = pt_engine_buffered(e);
 	int len = snprintf(line, sizeof line, "\rin %s  out %s  %s/s  buf %3d%%", human(a, 32, (double)in),
 	                   human(b, 32, (double)out), human(c, 32, p->rate),
 	                   (int)(buffered * 100 / e->limit));
@@ -205,7 +205,7 @@ int main(int argc, char *argv[])
 		if (show)
 			draw_progress(&engine, &prog, false);
 		/* Give drained pages back once the buffer has stayed empty. */
-		if (pt_engine_buffered() == 0) {
+		if (pt_engine_buffered(&engine) == 0) {
 			if (++idle_ticks == 2)
 				pp_pool_trim();
 		} else {

@@ -33,6 +33,8 @@ const char pt_usage[] =
 	"      --stats              print a summary at the end\n"
 	"      --output-error[=MODE]  on an output error: warn-nopipe (default), warn,\n"
 	"                           exit, exit-nopipe (as tee)\n"
+	"      --no-splice          always buffer in pagepipe pages, never move data\n"
+	"                           with the kernel's splice(2) (see the man page)\n"
 	"  -h, --help               show this help and exit\n"
 	"  -V, --version            show the version and exit\n"
 	"\n"
@@ -103,6 +105,7 @@ static const struct option longopts[] = {
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "stats", no_argument, NULL, 2 },
 	{ "output-error", optional_argument, NULL, 3 },
+	{ "no-splice", no_argument, NULL, 4 },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -218,6 +221,9 @@ enum pt_action pt_parse_args(int argc, char *argv[], struct pt_opts *o, char *er
 			else
 				FAIL("invalid argument '%s' for --output-error "
 				     "(warn, warn-nopipe, exit, exit-nopipe)", optarg);
+			break;
+		case 4:
+			o->no_splice = true;
 			break;
 		case 'h':
 			return PT_HELP;

@@ -50,6 +50,7 @@ struct pt_opts {
 	enum pt_progress progress;
 	bool quiet;
 	bool stats;
+	bool no_splice;                    /* --no-splice: never the kernel-splice path */
 	enum pt_output_error output_error;
 };
 
