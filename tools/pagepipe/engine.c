@@ -645,10 +645,21 @@ int pt_engine_init(struct pt_engine *e, const struct pt_opts *o)
 	e->in_r = ends[0];
 	e->in_w = ends[1];
 
+	/* Opening an output truncates it: refuse the input file itself first. */
+	struct stat in_st;
+	bool in_reg = fstat(e->in_fd, &in_st) == 0 && S_ISREG(in_st.st_mode);
 	int opened = 0;
 	for (int i = 0; i < o->noutputs; i++) {
 		struct pt_output *out = &e->outs[e->n];
-		out->fd = pt_open_output(o->outputs[i].name, o->append, out->name, sizeof out->name);
+		struct stat st;
+		const char *spec = o->outputs[i].name;
+		if (in_reg && strcmp(spec, "-") && strncmp(spec, "tcp:", 4) && stat(spec, &st) == 0 &&
+		    st.st_dev == in_st.st_dev && st.st_ino == in_st.st_ino) {
+			pt_msg("%s: input file is output file", spec);
+			out->fd = -1;
+		} else {
+			out->fd = pt_open_output(spec, o->append, out->name, sizeof out->name);
+		}
 		if (out->fd < 0) {
 			atomic_store(&e->had_error, true);
 			if (o->output_error == PT_OE_EXIT || o->output_error == PT_OE_EXIT_NOPIPE)
