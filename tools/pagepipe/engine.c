@@ -49,13 +49,26 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-uint64_t pt_engine_buffered(const struct pt_engine *e)
+/* Pages held now: the memory the limit bounds (a block being read holds
+ * its pages before the data arrives, and a trickling source a page per
+ * chunk, so this is not the byte count). */
+static uint64_t pages_used(void)
 {
-	if (e->direct) /* in the kernel pipe: read in, not yet written out */
-		return atomic_load(&e->bytes_in) - atomic_load(&e->outs[0].written);
 	struct pp_pool_stats st;
 	pp_pool_stats(&st);
 	return (uint64_t)st.pages_in_use * PP_PAGE_SIZE;
+}
+
+uint64_t pt_engine_buffered(const struct pt_engine *e)
+{
+	/* Read in, not yet written by the slowest output still running. */
+	uint64_t in = atomic_load(&e->bytes_in), lo = in;
+	for (int i = 0; i < e->n; i++) {
+		uint64_t w = atomic_load(&e->outs[i].written);
+		if (atomic_load(&e->outs[i].state) == PT_OUT_RUNNING && w < lo)
+			lo = w;
+	}
+	return in - lo;
 }
 
 /* ---- waiting for a state change ------------------------------------ */
@@ -265,13 +278,13 @@ static bool room_ready(struct pt_engine *e, void *arg)
 	(void)arg;
 	if (atomic_load(&e->fatal) || !live_outputs(e))
 		return true;
-	uint64_t used = pt_engine_buffered(e);
+	uint64_t used = pages_used();
 	if (used == 0)
 		return true;
-	if (atomic_load(&e->input_full))
-		return used * 100 < e->limit * (uint64_t)e->o->resume_pct &&
-		       used + e->o->block + PP_PAGE_SIZE <= e->limit;
-	return used + e->o->block + PP_PAGE_SIZE <= e->limit;
+	bool fits = used + e->o->block + PP_PAGE_SIZE <= e->limit;
+	if (atomic_load(&e->input_full)) /* -p: wait for the fill to drop below the mark */
+		return fits && pt_engine_buffered(e) * 100 < e->limit * (uint64_t)e->o->resume_pct;
+	return fits;
 }
 
 /* Drop the outputs whose readers are gone; false when none is left. */

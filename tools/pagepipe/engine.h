@@ -95,8 +95,8 @@ bool pt_engine_wait(struct pt_engine *e, int ms);
 /* Join the threads (after pt_engine_wait said done and fatal is 0). */
 void pt_engine_join(struct pt_engine *e);
 
-/* Bytes currently held in the buffer (pages in use, or the kernel pipe's
- * contents on the direct path). */
+/* Bytes in the buffer: read in and not yet written by the slowest output
+ * still running (the fill that -P, -p and the progress line show). */
 uint64_t pt_engine_buffered(const struct pt_engine *e);
 
 /* Open endpoints (endpoint.c).  Return a descriptor or -1 with a message printed. */

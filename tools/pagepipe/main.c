@@ -57,7 +57,7 @@ static void *signal_main(void *arg)
 	while (sigwait(&stop_signals, &sig) != 0)
 		;
 	end_line();
-	pt_msg("interrupted by %s after %llu bytes in", sig == SIGINT ? "SIGINT" : "SIGTERM",
+	pt_msg("interrupted by %s after %llu bytes", sig == SIGINT ? "SIGINT" : "SIGTERM",
 	       (unsigned long long)atomic_load(&engine.bytes_in));
 	_exit(128 + sig);
 }
@@ -139,7 +139,7 @@ static void print_stats(struct pt_engine *e, double secs)
 		int st = atomic_load(&out->state);
 		pt_msg("output %d (%s): %llu bytes, %s%s", i + 1, out->name,
 		       (unsigned long long)atomic_load(&out->written),
-		       st == PT_OUT_DONE ? "complete" : st == PT_OUT_DROPPED ? "dropped: " : "stopped",
+		       st == PT_OUT_DONE ? "done" : st == PT_OUT_DROPPED ? "dropped: " : "stopped",
 		       st == PT_OUT_DROPPED ? strerror(out->err) : "");
 	}
 }
@@ -204,7 +204,7 @@ int main(int argc, char *argv[])
 	while (!pt_engine_wait(&engine, 500)) {
 		if (show)
 			draw_progress(&engine, &prog, false);
-		/* Give drained pages back once the buffer has stayed empty. */
+		/* Give cached pages back once the buffer has stayed empty. */
 		if (pt_engine_buffered(&engine) == 0) {
 			if (++idle_ticks == 2)
 				pp_pool_trim();
@@ -214,7 +214,7 @@ int main(int argc, char *argv[])
 	}
 	if (atomic_load(&engine.fatal)) {
 		end_line();
-		if (opts.stats)
+		if (opts.stats && !opts.quiet)
 			print_stats(&engine, now_s() - t0);
 		_exit(1); /* output threads may be blocked in write(2) */
 	}
@@ -223,7 +223,7 @@ int main(int argc, char *argv[])
 		draw_progress(&engine, &prog, true);
 	end_line();
 	bool ok = close_outputs(&engine) && !atomic_load(&engine.had_error);
-	if (opts.stats)
+	if (opts.stats && !opts.quiet)
 		print_stats(&engine, now_s() - t0);
 	return ok ? 0 : 1;
 }
