@@ -78,7 +78,19 @@ check-tsan:
 
 check-all: check check-asan check-tsan
 
-bench: $(BENCHES)
+# ---- benchmark helpers ----------------------------------------------------
+# bench/gen.c is the data source and checking sink of bench/bench_tool.sh,
+# not a benchmark: it is built outside $(BUILD)/bench, where bench/run.sh
+# runs every program (run.sh then runs the bench/*.sh scripts).
+BENCHES     := $(filter-out $(BUILD)/bench/gen,$(BENCHES))
+BENCH_TOOLS := $(BUILD)/bench-tools/gen
+
+$(BUILD)/bench-tools/%: bench/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $<
+# ---- end of benchmark helpers ---------------------------------------------
+
+bench: $(BENCHES) $(BENCH_TOOLS) $(TOOL)
 	@sh bench/run.sh $(BUILD)/bench
 
 # The main job on built-in data: stream generated data through a pagepipe

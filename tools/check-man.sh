@@ -18,10 +18,17 @@
 #     a page that documents functions also RETURN VALUE and ERRORS;
 #   - every name in its NAME section is a declared function (the overview
 #     page pagepipe.3 excepted), and every stub is named after one;
-#   - every pagepipe(3) or pp_*(3) reference in SEE ALSO has a page;
+#   - every pagepipe(3) or pp_*(3) reference in SEE ALSO has a page, and
+#     so does a pagepipe(1) reference;
 #   - each C program in the EXAMPLES section (an .EX block with #include)
 #     compiles against include/ with -Wall -Wextra -Werror (skipped when no
 #     C compiler is found; set CC to choose one).
+# For every man/*.1 (the command's page):
+#   - it renders with `groff -man -ww' without any warning or error;
+#   - it has the sections NAME, SYNOPSIS, DESCRIPTION, OPTIONS, EXIT STATUS
+#     and SEE ALSO, and its NAME section lists the page's own name;
+#   - every pagepipe(3), pp_*(3) or pagepipe(1) reference in SEE ALSO has
+#     a page.
 # Prints each problem and exits 1 if there was any, 2 if it cannot run.
 #
 # Usage: tools/check-man.sh        (from anywhere inside the tree)
@@ -136,6 +143,19 @@ section() {
 		on { printf "%s ", $0 }' "$1" | tr -s ' \t' '  '
 }
 
+# Every pagepipe(3), pp_*(3) and pagepipe(1) reference in the SEE ALSO of
+# the page rendered in $tmp/page.txt ($1 names it) has a page.
+see_also_refs() {
+	for ref in $(section "$tmp/page.txt" "SEE ALSO" |
+		grep -o '\(pagepipe\|pp_[a-z0-9_]*\)(3)\|pagepipe(1)'); do
+		sec=${ref#*(}
+		sec=${sec%)}
+		ref=${ref%(*}
+		[ -f "$mandir/$ref.$sec" ] ||
+			bad "$1: SEE ALSO $ref($sec) has no page $mandir/$ref.$sec"
+	done
+}
+
 # Every page renders cleanly and has the expected shape.
 for page in "$mandir"/*.3; do
 	[ -e "$page" ] || { bad "no pages in $mandir/"; break; }
@@ -187,12 +207,27 @@ for page in "$mandir"/*.3; do
 				bad "$page: no $sec section"
 		done
 	fi
-	for ref in $(section "$tmp/page.txt" "SEE ALSO" |
-		grep -o '\(pagepipe\|pp_[a-z0-9_]*\)(3)'); do
-		ref=${ref%(3)}
-		[ -f "$mandir/$ref.3" ] ||
-			bad "$page: SEE ALSO $ref(3) has no page $mandir/$ref.3"
+	see_also_refs "$page"
+done
+
+# The command's pages (section 1).
+for page in "$mandir"/*.1; do
+	[ -e "$page" ] || break
+	base=$(basename "$page" .1)
+	warn=$(groff -man -Tutf8 -ww -z "$page" 2>&1)
+	if [ -n "$warn" ]; then
+		bad "$page: groff reports:"
+		printf '%s\n' "$warn" | sed 's/^/    /'
+	fi
+	render "$page" >"$tmp/page.txt"
+	for sec in NAME SYNOPSIS DESCRIPTION OPTIONS "EXIT STATUS" "SEE ALSO"; do
+		grep -qx "$sec" "$tmp/page.txt" ||
+			bad "$page: no $sec section"
 	done
+	section "$tmp/page.txt" NAME | sed 's/ - .*//; s/,/ /g' |
+		tr ' ' '\n' | grep -qx "$base" ||
+		bad "$page: NAME section does not list $base"
+	see_also_refs "$page"
 done
 
 # Every declared function has a page that documents it.
@@ -269,6 +304,6 @@ else
 fi
 
 if [ "$fail" = 0 ]; then
-	echo "check-man: $(wc -l <"$tmp/names") functions, $(ls "$mandir"/*.3 | wc -l) pages: all good"
+	echo "check-man: $(wc -l <"$tmp/names") functions, $(ls "$mandir"/*.3 | wc -l) pages, $(ls "$mandir"/*.1 2>/dev/null | wc -l) command pages: all good"
 fi
 exit "$fail"

@@ -164,6 +164,20 @@ static void output_failed(struct pt_engine *e, struct pt_output *out, int err)
 	}
 }
 
+/*
+ * An output is finished: close its descriptor now, so its reader sees end of
+ * file when this output is done, not when the slowest sibling is.  A close
+ * that fails (a delayed write error on NFS, a quota) is an output error.
+ */
+static void output_finished(struct pt_engine *e, struct pt_output *out, int state)
+{
+	if (out->own_fd && close(out->fd) != 0 && errno != EINTR && state == PT_OUT_DONE) {
+		output_failed(e, out, errno);
+		state = PT_OUT_DROPPED;
+	}
+	atomic_store(&out->state, state);
+}
+
 /* Wait until fd takes data (it was opened non-blocking by someone else). */
 static void wait_writable(int fd)
 {
@@ -221,11 +235,11 @@ static void *output_main(void *p)
 			if (errno == EINTR)
 				continue;
 			output_failed(e, out, errno);
-			atomic_store(&out->state, PT_OUT_DROPPED);
+			output_finished(e, out, PT_OUT_DROPPED);
 			break;
 		}
 		if (nseg == 0) { /* end of input, everything written */
-			atomic_store(&out->state, PT_OUT_DONE);
+			output_finished(e, out, PT_OUT_DONE);
 			break;
 		}
 		/* Cut the segments to one chunk. */
@@ -251,7 +265,7 @@ static void *output_main(void *p)
 				continue;
 			}
 			output_failed(e, out, errno);
-			atomic_store(&out->state, PT_OUT_DROPPED);
+			output_finished(e, out, PT_OUT_DROPPED);
 			break;
 		}
 		pp_consume(out->r, (size_t)w);
@@ -518,7 +532,7 @@ static void *direct_output_main(void *p)
 		uint64_t filled = atomic_load(&k->filled[idx]);
 		if (filled != OPEN_PIPE && done == filled) {
 			if (last) {
-				atomic_store(&out->state, PT_OUT_DONE);
+				output_finished(e, out, PT_OUT_DONE);
 				break;
 			}
 			atomic_store(&k->filled[idx], OPEN_PIPE);
@@ -547,7 +561,7 @@ static void *direct_output_main(void *p)
 			continue;
 		}
 		output_failed(e, out, errno);
-		atomic_store(&out->state, PT_OUT_DROPPED);
+		output_finished(e, out, PT_OUT_DROPPED);
 		break;
 	}
 	efd_signal(k->room_efd); /* the input thread may wait for room */
@@ -628,6 +642,15 @@ static size_t pow2_at_least(uint64_t n)
 	return s;
 }
 
+/* How many outputs are standard output (each closes it only if alone). */
+static int stdout_users(const struct pt_opts *o)
+{
+	int k = 0;
+	for (int i = 0; i < o->noutputs; i++)
+		k += !strcmp(o->outputs[i].name, "-");
+	return k;
+}
+
 int pt_engine_init(struct pt_engine *e, const struct pt_opts *o)
 {
 	memset(e, 0, sizeof *e);
@@ -680,6 +703,7 @@ int pt_engine_init(struct pt_engine *e, const struct pt_opts *o)
 			continue;
 		}
 		out->rate = o->outputs[i].rate;
+		out->own_fd = strcmp(spec, "-") != 0 || stdout_users(o) == 1;
 		if (pp_pipe(ends, PP_NOSIGPIPE) != 0 || pp_setsize(ends[1], out_size) < 0) {
 			pt_msg("cannot make a pipe for %s: %s", out->name, strerror(errno));
 			return 1;

@@ -29,6 +29,7 @@ struct pt_output {
 	/* Set before the threads start, then read-only. */
 	char name[256];        /* for messages: a path, "standard output", tcp:... */
 	int fd;
+	bool own_fd;           /* closed by its thread when done (not a shared stdout) */
 	uint64_t rate;         /* bytes per second, 0 for no limit */
 	struct pp_end *r;      /* read end: owned by this output's thread */
 	struct pp_end *w;      /* write end: owned by the input thread */

@@ -144,22 +144,6 @@ static void print_stats(struct pt_engine *e, double secs)
 	}
 }
 
-/* Close the outputs, reporting what close(2) reports (NFS, quotas). */
-static bool close_outputs(struct pt_engine *e)
-{
-	bool ok = true;
-	for (int i = 0; i < e->n; i++) {
-		struct pt_output *out = &e->outs[i];
-		if (out->fd < 0 || atomic_load(&out->state) == PT_OUT_DROPPED)
-			continue;
-		if (close(out->fd) != 0 && errno != EINTR) {
-			pt_msg("%s: %s", out->name, strerror(errno));
-			ok = false;
-		}
-	}
-	return ok;
-}
-
 int main(int argc, char *argv[])
 {
 	char err[512];
@@ -222,7 +206,7 @@ int main(int argc, char *argv[])
 	if (show)
 		draw_progress(&engine, &prog, true);
 	end_line();
-	bool ok = close_outputs(&engine) && !atomic_load(&engine.had_error);
+	bool ok = !atomic_load(&engine.had_error);
 	if (opts.stats && !opts.quiet)
 		print_stats(&engine, now_s() - t0);
 	return ok ? 0 : 1;
