@@ -719,10 +719,15 @@ int pt_engine_init(struct pt_engine *e, const struct pt_opts *o)
 		return 1;
 	if (direct_setup(e, o))
 		return 0;
-	/* Keep enough drained pages for reuse that a streaming run does not map
-	 * and unmap a page per page of data; pp_pool_trim gives them back. */
-	long cache = (long)(o->memory / PP_PAGE_SIZE);
-	pp_pool_setcache(cache < 4096 ? cache : 4096);
+	/*
+	 * Keep every drained page for reuse, up to the limit: a page is mapped
+	 * only when none is idle, so the pages mapped (in use + idle) never
+	 * exceed the most ever in use, which the limit bounds.  Without this a
+	 * backlog beyond the cache costs a fault to map and a TLB shootdown to
+	 * unmap every page.  The front end trims the cache once the buffer has
+	 * stayed empty, so memory is held only while data waits.
+	 */
+	pp_pool_setcache((long)(o->memory / PP_PAGE_SIZE));
 	return 0;
 }
 
