@@ -1,17 +1,22 @@
 #!/bin/sh
-# run.sh DIR - run every test program in DIR, each under a time limit, and
-# print the closing line "N passed, N failed[, N skipped]".
-# A program that crashes, hangs or exits non-zero without a FAIL line counts
-# as one more failure, so a run that executed nothing cannot look green.
+# run.sh DIR - run every test program in DIR, then every end-to-end test
+# script of the pagepipe command (test/tool/*.sh, with PAGEPIPE set to the
+# absolute path of DIR/../pagepipe), each under a time limit, and print the
+# closing line "N passed, N failed[, N skipped]".
+# A program or script that crashes, hangs or exits non-zero without a FAIL
+# line counts as one more failure, so a run that executed nothing cannot
+# look green; so does a missing pagepipe binary.
 dir=${1:-build/test}
 limit=${PP_TEST_TIMEOUT:-600}
+tooldir=$(dirname "$0")/tool
 pass=0; fail=0; skip=0; progs=0
-for t in "$dir"/*; do
-	[ -x "$t" ] || continue
-	progs=$((progs + 1))
-	name=$(basename "$t")
+
+# run_one NAME COMMAND...: run one test, count its PASS/FAIL/SKIP lines.
+run_one() {
+	name=$1
+	shift
 	out=$(mktemp)
-	timeout -k 10 "$limit" "$t" >"$out" 2>"$out.err"
+	timeout -k 10 "$limit" "$@" >"$out" 2>"$out.err"
 	rc=$?
 	p=$(grep -c '^PASS ' "$out"); f=$(grep -c '^FAIL ' "$out"); s=$(grep -c '^SKIP ' "$out")
 	pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
@@ -20,15 +25,37 @@ for t in "$dir"/*; do
 		echo "FAIL $name (exit status $rc$( [ $rc -eq 124 ] && echo ', timed out'))"
 	fi
 	if [ "$rc" -ne 0 ] || [ "$f" -ne 0 ]; then
-		sed "s/^/  $name: /" "$out"; sed "s/^/  $name: /" "$out.err" | tail -n 40
+		sed "s|^|  $name: |" "$out"; sed "s|^|  $name: |" "$out.err" | tail -n 40
 	else
 		echo "ok   $name ($p cases$( [ $s -gt 0 ] && echo ", $s skipped"))"
 	fi
 	rm -f "$out" "$out.err"
+}
+
+for t in "$dir"/*; do
+	[ -x "$t" ] || continue
+	progs=$((progs + 1))
+	run_one "$(basename "$t")" "$t"
 done
 if [ "$progs" -eq 0 ]; then
 	echo "no test programs in $dir"; fail=$((fail + 1))
 fi
+
+# The command's end-to-end tests, against the pagepipe built beside DIR.
+scripts=$(ls "$tooldir"/*.sh 2>/dev/null | grep -v '/lib\.sh$')
+if [ -n "$scripts" ]; then
+	PAGEPIPE=$(cd "$dir/.." 2>/dev/null && pwd)/pagepipe
+	export PAGEPIPE
+	if [ ! -x "$PAGEPIPE" ]; then
+		echo "FAIL pagepipe: no executable $PAGEPIPE (build it first)"
+		fail=$((fail + 1))
+	else
+		for t in $scripts; do
+			run_one "tool/$(basename "$t" .sh)" bash "$t"
+		done
+	fi
+fi
+
 if [ "$skip" -gt 0 ]; then
 	echo "$pass passed, $fail failed, $skip skipped"
 else

@@ -528,12 +528,18 @@ static void *direct_output_main(void *p)
 
 	while (!atomic_load(&e->fatal)) {
 		int idx = (int)(r % (uint64_t)k->n);
-		bool last = atomic_load(&k->eof) && atomic_load(&k->wseq) == r;
+		/* filled first: the input publishes it before wseq (a handover)
+		 * or eof (the end), so one of those follows once it is seen. */
 		uint64_t filled = atomic_load(&k->filled[idx]);
 		if (filled != OPEN_PIPE && done == filled) {
-			if (last) {
-				output_finished(e, out, PT_OUT_DONE);
-				break;
+			if (atomic_load(&k->wseq) == r) {
+				if (atomic_load(&k->eof)) { /* the last pipe, drained */
+					output_finished(e, out, PT_OUT_DONE);
+					break;
+				}
+				/* The input is between storing filled and eof. */
+				wait_either(k->fd[idx][0], POLLIN, k->data_efd);
+				continue;
 			}
 			atomic_store(&k->filled[idx], OPEN_PIPE);
 			atomic_store(&k->rseq, ++r);
@@ -642,6 +648,32 @@ static size_t pow2_at_least(uint64_t n)
 	return s;
 }
 
+/* Close every pagepipe end still open (setup failed, the direct path, or
+ * the end of the run). */
+static void close_pipes(struct pt_engine *e)
+{
+	for (int i = 0; i < e->n; i++) {
+		if (e->outs[i].r)
+			pp_close(e->outs[i].r);
+		if (e->outs[i].w)
+			pp_close(e->outs[i].w);
+		e->outs[i].r = e->outs[i].w = NULL;
+		e->outs[i].fed = false;
+	}
+	if (e->in_r)
+		pp_close(e->in_r);
+	if (e->in_w)
+		pp_close(e->in_w);
+	e->in_r = e->in_w = NULL;
+}
+
+/* Setup failed: release what was made; the exit status is 1. */
+static int init_failed(struct pt_engine *e)
+{
+	close_pipes(e);
+	return 1;
+}
+
 /* How many outputs are standard output (each closes it only if alone). */
 static int stdout_users(const struct pt_opts *o)
 {
@@ -653,7 +685,8 @@ static int stdout_users(const struct pt_opts *o)
 
 int pt_engine_init(struct pt_engine *e, const struct pt_opts *o)
 {
-	memset(e, 0, sizeof *e);
+	/* *e starts zeroed (a static); no memset: the signal thread may
+	 * already read its atomics. */
 	e->o = o;
 	e->limit = o->memory;
 	e->quiet = o->quiet;
@@ -664,7 +697,7 @@ int pt_engine_init(struct pt_engine *e, const struct pt_opts *o)
 
 	e->in_fd = pt_open_input(o->input, e->in_name, sizeof e->in_name, &e->in_size);
 	if (e->in_fd < 0)
-		return 1;
+		return init_failed(e);
 
 	/* Output pipes big enough for the whole limit; the input pipe for one block. */
 	size_t out_size = pow2_at_least(o->memory);
@@ -672,11 +705,11 @@ int pt_engine_init(struct pt_engine *e, const struct pt_opts *o)
 	struct pp_end *ends[2];
 	if (pp_setmaxsize(out_size) < 0) {
 		pt_msg("cannot allow pipes of %zu bytes: %s", out_size, strerror(errno));
-		return 1;
+		return init_failed(e);
 	}
 	if (pp_pipe(ends, PP_NOSIGPIPE) != 0 || pp_setsize(ends[1], in_size) < 0) {
 		pt_msg("cannot make the input pipe: %s", strerror(errno));
-		return 1;
+		return init_failed(e);
 	}
 	e->in_r = ends[0];
 	e->in_w = ends[1];
@@ -699,14 +732,14 @@ int pt_engine_init(struct pt_engine *e, const struct pt_opts *o)
 		if (out->fd < 0) {
 			atomic_store(&e->had_error, true);
 			if (o->output_error == PT_OE_EXIT || o->output_error == PT_OE_EXIT_NOPIPE)
-				return 1;
+				return init_failed(e);
 			continue;
 		}
 		out->rate = o->outputs[i].rate;
 		out->own_fd = strcmp(spec, "-") != 0 || stdout_users(o) == 1;
 		if (pp_pipe(ends, PP_NOSIGPIPE) != 0 || pp_setsize(ends[1], out_size) < 0) {
 			pt_msg("cannot make a pipe for %s: %s", out->name, strerror(errno));
-			return 1;
+			return init_failed(e);
 		}
 		out->r = ends[0];
 		out->w = ends[1];
@@ -716,9 +749,11 @@ int pt_engine_init(struct pt_engine *e, const struct pt_opts *o)
 		opened++;
 	}
 	if (!opened)
-		return 1;
-	if (direct_setup(e, o))
+		return init_failed(e);
+	if (direct_setup(e, o)) {
+		close_pipes(e); /* the kernel pipes carry the data instead */
 		return 0;
+	}
 	/*
 	 * Keep every drained page for reuse, up to the limit: a page is mapped
 	 * only when none is idle, so the pages mapped (in use + idle) never
@@ -750,6 +785,7 @@ int pt_engine_start(struct pt_engine *e)
 		errno = rc;
 		return -1;
 	}
+	atomic_store(&e->started, true);
 	return 0;
 }
 
@@ -772,14 +808,24 @@ bool pt_engine_wait(struct pt_engine *e, int ms)
 	return done;
 }
 
+void pt_engine_detach(struct pt_engine *e)
+{
+	if (!atomic_exchange(&e->started, false))
+		return;
+	pthread_detach(e->in_thread);
+	for (int i = 0; i < e->n; i++)
+		if (e->outs[i].started)
+			pthread_detach(e->outs[i].thread);
+}
+
 void pt_engine_join(struct pt_engine *e)
 {
+	atomic_store(&e->started, false);
 	pthread_join(e->in_thread, NULL);
 	for (int i = 0; i < e->n; i++)
 		if (e->outs[i].started)
 			pthread_join(e->outs[i].thread, NULL);
-	pp_close(e->in_r);
-	pp_close(e->in_w);
+	close_pipes(e);
 	if (e->chain)
 		chain_free(e->chain);
 }

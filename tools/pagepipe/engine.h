@@ -79,10 +79,12 @@ struct pt_engine {
 	pthread_cond_t main_cv;          /* the front end */
 	_Atomic int waiters;
 	_Atomic int running;             /* threads not yet finished */
+	_Atomic bool started;            /* threads made and neither joined nor detached */
 	bool quiet;
 };
 
 /* Open the input and outputs and make the pipes; messages on stderr.
+ * *e must be zeroed (static storage) and is set up only once.
  * Returns 0, 1 (input could not be opened, or no output could) or sets
  * had_error and goes on when only some outputs failed to open. */
 int pt_engine_init(struct pt_engine *e, const struct pt_opts *o);
@@ -92,6 +94,10 @@ int pt_engine_start(struct pt_engine *e);
 
 /* Wait up to ms milliseconds for the run to end; true when it has (or a fatal error occurred). */
 bool pt_engine_wait(struct pt_engine *e, int ms);
+
+/* Detach the threads before ending the process with them still running
+ * (a fatal error, a signal); a no-op once joined or detached. */
+void pt_engine_detach(struct pt_engine *e);
 
 /* Join the threads (after pt_engine_wait said done and fatal is 0). */
 void pt_engine_join(struct pt_engine *e);

@@ -57,6 +57,7 @@ static void *signal_main(void *arg)
 	while (sigwait(&stop_signals, &sig) != 0)
 		;
 	end_line();
+	pt_engine_detach(&engine);
 	pt_msg("interrupted by %s after %llu bytes", sig == SIGINT ? "SIGINT" : "SIGTERM",
 	       (unsigned long long)atomic_load(&engine.bytes_in));
 	_exit(128 + sig);
@@ -169,7 +170,10 @@ int main(int argc, char *argv[])
 	sigaddset(&stop_signals, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
 	pthread_t sig_thread;
-	if (pthread_create(&sig_thread, NULL, signal_main, NULL) != 0) {
+	pthread_attr_t detached;
+	pthread_attr_init(&detached);
+	pthread_attr_setdetachstate(&detached, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&sig_thread, &detached, signal_main, NULL) != 0) {
 		pt_msg("cannot start a thread");
 		return 1;
 	}
@@ -200,6 +204,7 @@ int main(int argc, char *argv[])
 		end_line();
 		if (opts.stats && !opts.quiet)
 			print_stats(&engine, now_s() - t0);
+		pt_engine_detach(&engine);
 		_exit(1); /* output threads may be blocked in write(2) */
 	}
 	pt_engine_join(&engine);

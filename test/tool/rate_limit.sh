@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# rate_limit.sh - -L RATE limits each output to RATE bytes per second
+# (positional; with no -o it applies to standard output; 0 = unlimited).
+. "$(dirname "$0")/lib.sh"
+
+MiB=1048576
+gen_random "$T/in3" $((3 * MiB))
+gen_random "$T/in4" $((4 * MiB))
+
+# The lower time bounds are half the nominal time: room for a burst
+# allowance, still far above an unlimited copy.
+# timed CMD...: run, set RC and MS (elapsed milliseconds).
+timed() {
+	local t0
+	t0=$(now_ms)
+	"$@"
+	RC=$?
+	MS=$(($(now_ms) - t0))
+}
+# within LO HI: the elapsed time is in [LO, HI] ms.
+within() {
+	[ "$MS" -ge "$1" ] || bad "took ${MS} ms, want >= $1 ms"
+	[ "$MS" -le "$2" ] || bad "took ${MS} ms, want <= $2 ms"
+}
+
+begin rate_1M_3MiB_file_output
+timed pp -L 1M -i "$T/in3" -o "$T/o1" 2>"$E"
+want_status $RC 0
+want_same "$T/in3" "$T/o1"
+within 1500 15000
+end
+
+begin rate_2M_3MiB_stdout_no_o
+timed pp --rate=2M <"$T/in3" >"$T/o1" 2>"$E"
+want_status $RC 0
+want_same "$T/in3" "$T/o1"
+within 750 15000
+end
+
+# Each output has its own limit: two outputs at 2M/s still take ~1.5 s for 3 MiB.
+begin rate_2M_each_of_two_outputs
+timed pp -L 2M -i "$T/in3" -o "$T/o1" -o "$T/o2" 2>"$E"
+want_status $RC 0
+want_same "$T/in3" "$T/o1"
+want_same "$T/in3" "$T/o2"
+within 750 15000
+end
+
+# -L 0 is unlimited: 4 MiB goes in well under the time of the limited runs.
+begin rate_0_unlimited
+timed pp -L 0 -i "$T/in4" -o "$T/o1" 2>"$E"
+want_status $RC 0
+want_same "$T/in4" "$T/o1"
+within 0 1400
+end
+
+# Outputs named before any -L are unlimited; a later -L 0 lifts the limit
+# again for the outputs after it.
+begin rate_positional
+rm -f "$T/o1" "$T/o2" "$T/o3"
+"$PAGEPIPE" -i "$T/in4" -o "$T/o1" -L 4M -o "$T/o2" -L 0 -o "$T/o3" 2>"$E" </dev/null &
+pid=$!
+bg_track $pid
+t0=$(now_ms)
+while running $pid && [ $(($(now_ms) - t0)) -lt 20000 ]; do
+	if [ "$(fsize "$T/o1")" -eq $((4 * MiB)) ] && [ "$(fsize "$T/o3")" -eq $((4 * MiB)) ]; then
+		break
+	fi
+	sleep 0.02
+done
+o2=$(fsize "$T/o2")
+alive=1; running $pid || alive=0
+wait_pid $pid 30
+MS=$(($(now_ms) - t0))
+want_status $WAIT_RC 0
+want_same "$T/in4" "$T/o1"
+want_same "$T/in4" "$T/o2"
+want_same "$T/in4" "$T/o3"
+[ "$alive" -eq 1 ] && [ "$o2" -lt $((4 * MiB)) ] ||
+	bad "the unlimited outputs were not complete before the limited one ($o2 bytes)"
+within 500 15000
+end
+
+# SIZE syntax for the rate (no lower time bound: a burst may be allowed).
+begin rate_suffix_mib
+timed pp -L 8MiB -i "$T/in4" -o "$T/o1" 2>"$E"
+want_status $RC 0
+want_same "$T/in4" "$T/o1"
+end
+
+finish
