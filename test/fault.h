@@ -1,8 +1,9 @@
 /*
  * fault.h - a fault injector for the library's allocations and system calls.
  *
- * Include it (after harness.h) in exactly one test program.  It defines
- * malloc, calloc, free, mmap, munmap, eventfd, read, write and close in the
+ * Include it (after harness.h) in exactly one source file of a test program.
+ * It defines malloc, calloc, free, mmap, munmap, eventfd, read, write,
+ * close, readv, preadv, writev, pwritev, fstat, lseek and fcntl in the
  * test executable.  The executable is linked with build/libpagepipe.a, and a
  * definition in the executable takes precedence over the C library's (and a
  * sanitizer runtime's) for every caller in the process, so these wrappers see
@@ -18,6 +19,17 @@
  *                   when its counter is 0 or would overflow)
  *   close           the descriptor IS closed, then -1 with errno EINTR: the
  *                   only way close(2) fails on Linux without leaking it
+ *   readv, preadv   (the descriptor side of pp_splice_from_fd) by call
+ *                   number n: n % 4 == 0 a short transfer instead (the call
+ *                   runs with its segments cut to half the bytes, at least
+ *                   one; FI_BIT in op_short), else -1 with errno EIO, EINTR
+ *                   or EAGAIN, chosen by n
+ *   writev, pwritev (pp_splice_to_fd) likewise: short, or EIO, ENOSPC,
+ *                   EINTR, EAGAIN
+ *   fstat           -1, errno ENOMEM (the library checks the descriptor)
+ *   lseek           -1, errno EOVERFLOW (the library checks it can seek)
+ *   fcntl           -1, errno EINVAL (the library asks for O_APPEND)
+ * The errno of each kind's last failure in the window is in op_kind_errno.
  *
  * Not failed, on purpose:
  *   munmap  counted (to account for mapped pages) but never failed: the
@@ -28,7 +40,11 @@
  *           and treats it as infallible (a failed wake would be a lost
  *           wakeup, a failed wait a spin); a single-threaded workload makes
  *           no futex call anyway, so syscall() is not wrapped at all;
- *   free    wrapped only to account for the library's live calloc blocks.
+ *   free    wrapped only to account for the library's live blocks: calloc
+ *           ones (rings, slot arrays, page-table leaves) and malloc ones
+ *           (end handles, vmsplice gift records), each with the tag the
+ *           test set in fi.tag when it was made;
+ *   raise   (SIGPIPE) not wrapped: the library's only signal.
  *
  * Forwarding.  Under ASan and TSan the sanitizer runtime intercepts most of
  * these functions itself and exports the interceptors as __interceptor_NAME
@@ -47,7 +63,8 @@
  * child fails that call and carries on as a run failing exactly that call,
  * the parent waits for it and carries on unharmed.  The child first swaps
  * the library's eventfds for private copies (same numbers and counters),
- * since a forked child would otherwise share them with its parent.
+ * since a forked child would otherwise share them with its parent; the
+ * test's on_child hook does the same for the test's own descriptors.
  *
  * Single-threaded use only: the counters are plain globals.
  */
@@ -56,6 +73,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,7 +82,9 @@
 #include <stdint.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -77,9 +97,13 @@
 #define FI_NOSAN __attribute__((no_sanitize("address", "thread", "undefined")))
 #endif
 
-enum fi_kind { FI_MALLOC, FI_CALLOC, FI_MMAP, FI_EVENTFD, FI_READ, FI_WRITE, FI_CLOSE, FI_NKINDS };
+enum fi_kind {
+	FI_MALLOC, FI_CALLOC, FI_MMAP, FI_EVENTFD, FI_READ, FI_WRITE, FI_CLOSE,
+	FI_READV, FI_WRITEV, FI_FSTAT, FI_LSEEK, FI_FCNTL, FI_NKINDS
+};
 static const char *const fi_kind_name[FI_NKINDS] = {
 	"malloc", "calloc", "mmap", "eventfd", "read", "write", "close",
+	"readv", "writev", "fstat", "lseek", "fcntl",
 };
 #define FI_BIT(k) (1u << (k))
 #define FI_ALLOC_BITS (FI_BIT(FI_MALLOC) | FI_BIT(FI_CALLOC) | FI_BIT(FI_MMAP))
@@ -97,6 +121,9 @@ static struct {
 	unsigned op_mask;         /* FI_BIT of the kinds failed in this window */
 	unsigned op_calls;        /* failable calls in this window */
 	int op_errno;             /* errno of the last failure injected */
+	unsigned op_short;        /* FI_BIT of the kinds cut short in this window */
+	int op_kind_errno[FI_NKINDS]; /* errno of each kind's last failure in it */
+	int tag;                  /* set by the test: recorded with each block */
 	unsigned long per_kind[FI_NKINDS];
 	unsigned char *trace;     /* if set: kind of call n goes to trace[n-1] */
 	unsigned long trace_cap;
@@ -114,7 +141,7 @@ static struct {
 	 * calloc blocks not yet freed, its eventfds not yet closed. */
 	long maps;
 	unsigned nblocks;
-	struct { void *p; size_t nmemb, size; } blocks[FI_MAX_BLOCKS];
+	struct { void *p; size_t nmemb, size; int tag; bool is_malloc; } blocks[FI_MAX_BLOCKS];
 	unsigned nfds;
 	int fds[FI_MAX_FDS];
 } fi;
@@ -129,6 +156,11 @@ extern int __interceptor_eventfd(unsigned, int) __attribute__((weak));
 extern ssize_t __interceptor_read(int, void *, size_t) __attribute__((weak));
 extern ssize_t __interceptor_write(int, const void *, size_t) __attribute__((weak));
 extern int __interceptor_close(int) __attribute__((weak));
+extern ssize_t __interceptor_readv(int, const struct iovec *, int) __attribute__((weak));
+extern ssize_t __interceptor_preadv(int, const struct iovec *, int, off_t) __attribute__((weak));
+extern ssize_t __interceptor_writev(int, const struct iovec *, int) __attribute__((weak));
+extern ssize_t __interceptor_pwritev(int, const struct iovec *, int, off_t) __attribute__((weak));
+extern int __interceptor_fstat(int, struct stat *) __attribute__((weak));
 /* glibc's own entry points to its allocator. */
 extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
@@ -137,6 +169,8 @@ extern void __libc_free(void *);
 static inline void fi_arm(void)
 {
 	fi.op_mask = 0;
+	fi.op_short = 0;
+	memset(fi.op_kind_errno, 0, sizeof fi.op_kind_errno);
 	fi.op_calls = 0;
 	fi.armed = 1;
 }
@@ -223,7 +257,7 @@ FI_NOSAN static bool fi_hit(int kind)
 	return fail;
 }
 
-FI_NOSAN static void fi_track_block(void *p, size_t nmemb, size_t size)
+FI_NOSAN static void fi_track_block(void *p, size_t nmemb, size_t size, bool is_malloc)
 {
 	if (!fi.armed || !p)
 		return;
@@ -231,8 +265,16 @@ FI_NOSAN static void fi_track_block(void *p, size_t nmemb, size_t size)
 		fi.blocks[fi.nblocks].p = p;
 		fi.blocks[fi.nblocks].nmemb = nmemb;
 		fi.blocks[fi.nblocks].size = size;
+		fi.blocks[fi.nblocks].tag = fi.tag;
+		fi.blocks[fi.nblocks].is_malloc = is_malloc;
 		fi.nblocks++;
 	}
+}
+
+/* A failure of kind is injected: its errno. */
+FI_NOSAN static void fi_set_errno(int kind, int e)
+{
+	errno = fi.op_errno = fi.op_kind_errno[kind] = e;
 }
 
 FI_NOSAN static int fi_fd_index(int fd)
@@ -248,28 +290,33 @@ FI_NOSAN static int fi_fd_index(int fd)
 FI_NOSAN void *malloc(size_t n)
 {
 	if (fi_hit(FI_MALLOC)) {
-		errno = fi.op_errno = ENOMEM;
+		fi_set_errno(FI_MALLOC, ENOMEM);
 		return NULL;
 	}
-	/* Not tracked: the only malloc is of end handles, which the library
-	 * keeps (in its quarantine) for good. */
-	return __interceptor_malloc ? __interceptor_malloc(n) : __libc_malloc(n);
+	/* Tracked with the test's tag: end handles (kept in the library's
+	 * quarantine for good) and vmsplice gift records (freed after their
+	 * release). */
+	void *p = __interceptor_malloc ? __interceptor_malloc(n) : __libc_malloc(n);
+	fi_track_block(p, 1, n, true);
+	return p;
 }
 
 FI_NOSAN void *calloc(size_t n, size_t size)
 {
 	if (fi_hit(FI_CALLOC)) {
-		errno = fi.op_errno = ENOMEM;
+		fi_set_errno(FI_CALLOC, ENOMEM);
 		return NULL;
 	}
 	void *p = __interceptor_calloc ? __interceptor_calloc(n, size) : __libc_calloc(n, size);
-	fi_track_block(p, n, size);
+	fi_track_block(p, n, size, false);
 	return p;
 }
 
 FI_NOSAN void free(void *p)
 {
-	if (fi.armed && p) {
+	/* Also when disarmed: the library frees a gift record wherever its
+	 * last reference goes. */
+	if (fi.nblocks && p) {
 		for (unsigned i = 0; i < fi.nblocks; i++) {
 			if (fi.blocks[i].p == p) {
 				fi.blocks[i] = fi.blocks[--fi.nblocks];
@@ -286,7 +333,7 @@ FI_NOSAN void free(void *p)
 FI_NOSAN void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
 	if (fi_hit(FI_MMAP)) {
-		errno = fi.op_errno = ENOMEM;
+		fi_set_errno(FI_MMAP, ENOMEM);
 		return MAP_FAILED;
 	}
 	void *p = __interceptor_mmap
@@ -310,7 +357,7 @@ FI_NOSAN int eventfd(unsigned initval, int flags)
 {
 	if (fi_hit(FI_EVENTFD)) {
 		static const int errs[] = { EMFILE, ENFILE, ENOMEM };
-		errno = fi.op_errno = errs[fi.injected % 3];
+		fi_set_errno(FI_EVENTFD, errs[fi.injected % 3]);
 		return -1;
 	}
 	int fd = __interceptor_eventfd ? __interceptor_eventfd(initval, flags)
@@ -325,7 +372,7 @@ FI_NOSAN ssize_t read(int fd, void *buf, size_t n)
 	if (fi.armed && fi_fd_index(fd) < 0)
 		fi.unexpected++;
 	if (fi_hit(FI_READ)) {
-		errno = fi.op_errno = EAGAIN;
+		fi_set_errno(FI_READ, EAGAIN);
 		return -1;
 	}
 	return __interceptor_read ? __interceptor_read(fd, buf, n)
@@ -337,7 +384,7 @@ FI_NOSAN ssize_t write(int fd, const void *buf, size_t n)
 	if (fi.armed && fi_fd_index(fd) < 0)
 		fi.unexpected++;
 	if (fi_hit(FI_WRITE)) {
-		errno = fi.op_errno = EAGAIN;
+		fi_set_errno(FI_WRITE, EAGAIN);
 		return -1;
 	}
 	return __interceptor_write ? __interceptor_write(fd, buf, n)
@@ -354,10 +401,134 @@ FI_NOSAN int close(int fd)
 	if (r == 0 && idx >= 0)
 		fi.fds[idx] = fi.fds[--fi.nfds];
 	if (fail) {
-		errno = fi.op_errno = EINTR;
+		fi_set_errno(FI_CLOSE, EINTR);
 		return -1;
 	}
 	return r;
+}
+
+/*
+ * The descriptor I/O of pp_splice_from_fd / pp_splice_to_fd.  On a
+ * failure: 1 with the call to make instead, its segments cut to half the
+ * bytes (short), or -1 with errno set.  0: make the call as it is.
+ */
+#define FI_SHORT_SEGS 64
+FI_NOSAN static int fi_vec_fault(int kind, const struct iovec *iov, int cnt,
+                                 struct iovec *cut, int *ncut)
+{
+	if (!fi_hit(kind))
+		return 0;
+	unsigned long n = fi.calls;
+	size_t total = 0;
+	for (int i = 0; i < cnt; i++)
+		total += iov[i].iov_len;
+	if (n % 4 == 0 && total > 1 && cnt > 0 && cnt <= FI_SHORT_SEGS) {
+		size_t left = total / 2;
+		int k = 0;
+		for (; k < cnt && left; k++) {
+			cut[k] = iov[k];
+			if (cut[k].iov_len > left)
+				cut[k].iov_len = left;
+			left -= cut[k].iov_len;
+		}
+		*ncut = k;
+		fi.op_short |= FI_BIT(kind);
+		return 1;
+	}
+	static const int rerrs[] = { EIO, EINTR, EAGAIN };
+	static const int werrs[] = { EIO, ENOSPC, EINTR, EAGAIN };
+	/* (n % 4 == 0 is mostly the short case: mix the quarter in too.) */
+	unsigned long k = n + n / 4;
+	fi_set_errno(kind, kind == FI_READV ? rerrs[k % 3] : werrs[k % 4]);
+	return -1;
+}
+
+FI_NOSAN ssize_t readv(int fd, const struct iovec *iov, int cnt)
+{
+	struct iovec cut[FI_SHORT_SEGS];
+	int f = fi_vec_fault(FI_READV, iov, cnt, cut, &cnt);
+	if (f < 0)
+		return -1;
+	if (f)
+		iov = cut;
+	return __interceptor_readv ? __interceptor_readv(fd, iov, cnt)
+	                           : syscall(SYS_readv, fd, iov, cnt);
+}
+
+FI_NOSAN ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+	struct iovec cut[FI_SHORT_SEGS];
+	int f = fi_vec_fault(FI_READV, iov, cnt, cut, &cnt);
+	if (f < 0)
+		return -1;
+	if (f)
+		iov = cut;
+	/* The offset in two longs, low then high (high is 0 on 64-bit). */
+	return __interceptor_preadv ? __interceptor_preadv(fd, iov, cnt, off)
+	                            : syscall(SYS_preadv, fd, iov, cnt, (long)off,
+	                                      (long)((unsigned long long)off >> 32 >> (8 * sizeof(long) - 32)));
+}
+
+FI_NOSAN ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+	struct iovec cut[FI_SHORT_SEGS];
+	int f = fi_vec_fault(FI_WRITEV, iov, cnt, cut, &cnt);
+	if (f < 0)
+		return -1;
+	if (f)
+		iov = cut;
+	return __interceptor_writev ? __interceptor_writev(fd, iov, cnt)
+	                            : syscall(SYS_writev, fd, iov, cnt);
+}
+
+FI_NOSAN ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+	struct iovec cut[FI_SHORT_SEGS];
+	int f = fi_vec_fault(FI_WRITEV, iov, cnt, cut, &cnt);
+	if (f < 0)
+		return -1;
+	if (f)
+		iov = cut;
+	return __interceptor_pwritev ? __interceptor_pwritev(fd, iov, cnt, off)
+	                             : syscall(SYS_pwritev, fd, iov, cnt, (long)off,
+	                                       (long)((unsigned long long)off >> 32 >> (8 * sizeof(long) - 32)));
+}
+
+FI_NOSAN int fstat(int fd, struct stat *st)
+{
+	if (fi_hit(FI_FSTAT)) {
+		fi_set_errno(FI_FSTAT, ENOMEM);
+		return -1;
+	}
+	if (__interceptor_fstat)
+		return __interceptor_fstat(fd, st);
+#ifdef SYS_fstat
+	return (int)syscall(SYS_fstat, fd, st);
+#else
+	return (int)syscall(SYS_newfstatat, fd, "", st, AT_EMPTY_PATH);
+#endif
+}
+
+FI_NOSAN off_t lseek(int fd, off_t off, int whence)
+{
+	if (fi_hit(FI_LSEEK)) {
+		fi_set_errno(FI_LSEEK, EOVERFLOW);
+		return -1;
+	}
+	return (off_t)syscall(SYS_lseek, fd, off, whence);
+}
+
+FI_NOSAN int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	void *arg = va_arg(ap, void *); /* as glibc takes it: one word, whatever it is */
+	va_end(ap);
+	if (fi_hit(FI_FCNTL)) {
+		fi_set_errno(FI_FCNTL, EINVAL);
+		return -1;
+	}
+	return (int)syscall(SYS_fcntl, fd, cmd, arg);
 }
 
 /* ---- accounting -------------------------------------------------------- */
@@ -368,7 +539,17 @@ static inline unsigned fi_live_callocs(size_t skip_nmemb)
 {
 	unsigned n = 0;
 	for (unsigned i = 0; i < fi.nblocks; i++)
-		if (!skip_nmemb || fi.blocks[i].nmemb != skip_nmemb)
+		if (!fi.blocks[i].is_malloc && (!skip_nmemb || fi.blocks[i].nmemb != skip_nmemb))
+			n++;
+	return n;
+}
+
+/* Live blocks the library got from malloc while the test's tag was tag. */
+static inline unsigned fi_live_mallocs(int tag)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < fi.nblocks; i++)
+		if (fi.blocks[i].is_malloc && fi.blocks[i].tag == tag)
 			n++;
 	return n;
 }

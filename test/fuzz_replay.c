@@ -1,22 +1,32 @@
 /*
- * fuzz_replay.c - replay the fuzz corpus as an ordinary test, without
- * libFuzzer, so every build (gcc, ASan, TSan) runs it under `make check`.
+ * fuzz_replay.c - replay the fuzz corpora as an ordinary test, without
+ * libFuzzer, so every build (gcc, ASan, TSan) runs them under `make check`.
  *
- * It compiles the fuzz target test/fuzz/fuzz_ops.c in (see that file for
- * what one input exercises and checks: a byte-exact model of every pipe, the
- * kernel's coalescing and packet rules, pp_nread/pp_events/pp_fd, and the
- * page pool's counters) and runs it over every file in test/fuzz/corpus/
- * (relative to the repository root, where tests run; PP_FUZZ_CORPUS
- * overrides the directory).  Each input runs in a child process, so one
- * that aborts on a violated invariant (or crashes, or leaks under ASan)
- * fails its own case, "corpus/NAME", and the others still run.  A last case
- * runs every input again in this one process, one after another, as
- * libFuzzer does: each input must leave the process-wide page pool as it
- * found it.  An empty or missing corpus directory is a failure, so this
- * test cannot pass by replaying nothing.
+ * It compiles the fuzz targets in and runs each over its corpus directory
+ * (relative to the repository root, where tests run):
+ *   ops  test/fuzz/fuzz_ops.c       test/fuzz/corpus/     the core calls
+ *        against a byte-exact model of every pipe, the kernel's coalescing
+ *        and packet rules, pp_nread/pp_events/pp_fd and the pool's counters;
+ *   zc   test/fuzz/fuzz_zerocopy.c  test/fuzz/corpus_zc/  the zero-copy
+ *        calls (splice, tee, fan-out, vmsplice, splice to and from
+ *        descriptors, peek/consume) between several pipes, against the
+ *        buffer-and-page model of test/fuzz/zc_model.c;
+ *   opts test/fuzz/fuzz_opts.c      test/fuzz/corpus_opts/ the command's
+ *        option parser, tools/pagepipe/opts.c (only when that file exists).
+ * (See each file for what one input exercises and checks.)  PP_FUZZ_CORPUS,
+ * PP_FUZZ_CORPUS_ZC and PP_FUZZ_CORPUS_OPTS override the directories.  Each
+ * input runs in a child process, so one that aborts on a violated invariant
+ * (or crashes, or leaks under ASan) fails its own case, "corpus/NAME",
+ * "corpus_zc/NAME" or "corpus_opts/NAME", and the others still run.  A last case per target runs every input again
+ * in this one process, one after another, as libFuzzer does: each input
+ * must leave the process-wide page pool as it found it.  An empty or
+ * missing corpus directory is a failure, so this test cannot pass by
+ * replaying nothing.
  *
  * With file arguments it replays just those (e.g. a crash-* file that
- * tools/fuzz.sh found): build/test/fuzz_replay crash-1234...
+ * tools/fuzz.sh found), with the target named by -t (ops by default, or
+ * guessed from a path containing "zc" or "opts"):
+ *   build/test/fuzz_replay -t zc build-fuzz/artifacts/zc/crash-1234...
  */
 #include <dirent.h>
 #include <sys/stat.h>
@@ -25,9 +35,38 @@
 #include "harness.h"
 
 #include "fuzz/fuzz_ops.c"
+#define ZF_ENTRY fuzz_zerocopy_one
+#include "fuzz/fuzz_zerocopy.c"
+#if __has_include("../tools/pagepipe/opts.c")
+#define HAVE_OPTS 1
+#define PO_ENTRY fuzz_opts_one
+#include "fuzz/fuzz_opts.c"
+#endif
 
 #define REPLAY_SECS 60 /* per input, in the child; generous for TSan */
 
+struct target {
+	const char *name;   /* for -t */
+	const char *dir;    /* the corpus */
+	const char *env;    /* overrides dir */
+	const char *label;  /* case names: LABEL/NAME */
+	const char *whole;  /* name of the one-process case */
+	int (*one)(const uint8_t *, size_t);
+};
+
+static const struct target targets[] = {
+	{ "ops", "test/fuzz/corpus", "PP_FUZZ_CORPUS", "corpus", "whole_corpus_one_process",
+	  LLVMFuzzerTestOneInput },
+	{ "zc", "test/fuzz/corpus_zc", "PP_FUZZ_CORPUS_ZC", "corpus_zc",
+	  "whole_corpus_zc_one_process", fuzz_zerocopy_one },
+#ifdef HAVE_OPTS
+	{ "opts", "test/fuzz/corpus_opts", "PP_FUZZ_CORPUS_OPTS", "corpus_opts",
+	  "whole_corpus_opts_one_process", fuzz_opts_one },
+#endif
+};
+#define NTARGETS (int)(sizeof targets / sizeof targets[0])
+
+static const struct target *cur;
 static const char *corpus_dir;
 static char **names;   /* paths of the inputs */
 static int nnames;
@@ -80,7 +119,7 @@ static void replay_one(void)
 	CHECK(pid >= 0);
 	if (pid == 0) {
 		alarm(REPLAY_SECS);
-		LLVMFuzzerTestOneInput(data, len);
+		cur->one(data, len);
 		free(data);
 		exit(0);
 	}
@@ -90,9 +129,9 @@ static void replay_one(void)
 	int st = 0;
 	CHECK(waitpid(pid, &st, 0) == pid);
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-		fprintf(stderr, "input %s: %s %d (replay: build/test/fuzz_replay %s)\n", cur_path,
+		fprintf(stderr, "input %s: %s %d (replay: build/test/fuzz_replay -t %s %s)\n", cur_path,
 		        WIFSIGNALED(st) ? "killed by signal" : "exit status",
-		        WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), cur_path);
+		        WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), cur->name, cur_path);
 		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	}
 }
@@ -116,7 +155,7 @@ static void whole_corpus_one_process(void)
 			continue;
 		}
 		alarm(REPLAY_SECS);
-		LLVMFuzzerTestOneInput(data, len);
+		cur->one(data, len);
 		alarm(0);
 		free(data);
 	}
@@ -136,17 +175,70 @@ static void add_name(const char *path)
 	names[nnames++] = strdup(path);
 }
 
+static void clear_names(void)
+{
+	for (int i = 0; i < nnames; i++)
+		free(names[i]);
+	free(names);
+	names = NULL;
+	nnames = 0;
+}
+
+/* The cases of one target over names[]. */
+static void run_target(void)
+{
+	char label[300];
+	snprintf(label, sizeof label, "%s_not_empty", cur->label);
+	t_run(cur == &targets[0] ? "corpus_not_empty" : label, corpus_not_empty);
+	for (int i = 0; i < nnames; i++) {
+		const char *base = strrchr(names[i], '/');
+		snprintf(label, sizeof label, "%s/%s", cur->label, base ? base + 1 : names[i]);
+		cur_path = names[i];
+		t_run(label, replay_one);
+	}
+	t_run(cur->whole, whole_corpus_one_process);
+}
+
+static const struct target *find_target(const char *name)
+{
+	for (int i = 0; i < NTARGETS; i++)
+		if (!strcmp(targets[i].name, name))
+			return &targets[i];
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc > 1) {
+	int a = 1;
+	const struct target *only = NULL;
+	if (a + 1 < argc && !strcmp(argv[a], "-t")) {
+		only = find_target(argv[a + 1]);
+		if (!only) {
+			fprintf(stderr, "usage: %s [-t ops|zc|opts] [FILE...]\n", argv[0]);
+			return 2;
+		}
+		a += 2;
+	}
+	if (a < argc) {
 		corpus_dir = "(command line)";
-		for (int i = 1; i < argc; i++)
+		cur = only ? only : strstr(argv[a], "zc") ? find_target("zc") : &targets[0];
+		if (!only && strstr(argv[a], "opts") && find_target("opts"))
+			cur = find_target("opts");
+		for (int i = a; i < argc; i++)
 			add_name(argv[i]);
-	} else {
+		run_target();
+		clear_names();
+		return T_DONE();
+	}
+
+	for (int t = 0; t < NTARGETS; t++) {
+		if (only && only != &targets[t])
+			continue;
 		struct dirent **list = NULL;
-		corpus_dir = getenv("PP_FUZZ_CORPUS");
+		cur = &targets[t];
+		corpus_dir = getenv(cur->env);
 		if (!corpus_dir || !*corpus_dir)
-			corpus_dir = "test/fuzz/corpus";
+			corpus_dir = cur->dir;
 		int n = scandir(corpus_dir, &list, only_files, alphasort);
 		for (int i = 0; i < n; i++) {
 			char path[4096];
@@ -157,20 +249,8 @@ int main(int argc, char **argv)
 			free(list[i]);
 		}
 		free(list);
+		run_target();
+		clear_names();
 	}
-
-	RUN(corpus_not_empty);
-	for (int i = 0; i < nnames; i++) {
-		char label[300];
-		const char *base = strrchr(names[i], '/');
-		snprintf(label, sizeof label, "corpus/%s", base ? base + 1 : names[i]);
-		cur_path = names[i];
-		t_run(label, replay_one);
-	}
-	RUN(whole_corpus_one_process);
-
-	for (int i = 0; i < nnames; i++)
-		free(names[i]);
-	free(names);
 	return T_DONE();
 }

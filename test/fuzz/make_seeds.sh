@@ -1,7 +1,10 @@
 #!/bin/sh
-# make_seeds.sh - write the hand-made seed inputs of test/fuzz/corpus/.
+# make_seeds.sh - write the hand-made seed inputs of test/fuzz/corpus/
+# (fuzz_ops.c), test/fuzz/corpus_zc/ (fuzz_zerocopy.c) and
+# test/fuzz/corpus_opts/ (fuzz_opts.c).
 #
-# Usage: test/fuzz/make_seeds.sh [DIR]   (default: test/fuzz/corpus)
+# Usage: test/fuzz/make_seeds.sh [DIR [ZCDIR [OPTSDIR]]]
+#   (default: test/fuzz/corpus, test/fuzz/corpus_zc, test/fuzz/corpus_opts)
 #
 # Each seed is a short, meaningful scenario in the input language of
 # fuzz_ops.c, written as hex bytes.  The language, one operation after
@@ -94,4 +97,129 @@ seed s44_limit_batch_enomem 0d 02 01 '|' 01 00 00 50 00 '|' 01 00 00 62 00 '|' 0
 seed s45_read_many_buffers  0a 00 00 10 00 '|' 01 00 00 a0 e0 93 04 01 '|' 04 00 00 a0 e0 93 04 00
 # 300 handles made and closed: the handle quarantine (256) starts reusing.
 seed s46_many_handles $(i=0; while [ $i -lt 300 ]; do printf '08 00 01 00 09 00 01 01 '; i=$((i + 1)); done)
+ls "$dir" | wc -l | sed 's/$/ seeds in '"$(echo "$dir" | sed 's/[\/&]/\\&/g')"'/'
+
+# ---- fuzz_zerocopy.c --------------------------------------------------------
+# Its language (two pipes exist before the first operation: pipe 0 blocking
+# with PP_NOSIGPIPE, pipe 1 non-blocking without it).  A PIPE byte indexes
+# the live pipes whose needed side is open (IN/read: read end open, OUT and
+# write: write end open); C bit 0 is a side (0 read, 1 write):
+#   00 FL                       pp_pipe: FL bit0 NONBLOCK, bit1 PACKET, bit2 NOSIGPIPE
+#   01 PIPE SIZE MODE           pp_write; MODE bit0: a call that would wait is
+#                               made on the end made non-blocking (else skipped)
+#   02 PIPE SIZE MODE           pp_read, likewise
+#   03|04 IN OUT LEN FL         pp_splice; FL bit0 MOVE, bit1 NONBLOCK, bit2
+#                               MORE, bit3 GIFT, f0..ff: an unknown flag too
+#   05 IN OUT LEN FL            pp_tee
+#   06 IN N OUT.. LEN FL        pp_fanout to 1 + N%4 outputs
+#   07 PIPE N (SEG AL).. FL     pp_vmsplice of 1 + N%4 segments: SEG < 40 that
+#                               many bytes (mod 40), < 80 (SEG&3)+1 pages, else
+#                               (SEG&7f)*97 + (SEG&1)*4096; AL%64: misalignment
+#   08 PIPE SRC LEN OFF ADD FL  pp_splice_from_fd: SRC%3 0 source file at its
+#                               position, 1 at offset OFF*1031, 2 the kernel
+#                               pipe (ADD: bytes put in it first); high nibble
+#                               f: fd -1, e: kernel pipe with an offset, d: a
+#                               negative offset
+#   09 PIPE DST LEN OFF FL      pp_splice_to_fd: DST%3 0 sink file at its
+#                               position, 1 at an offset, 2 the kernel pipe;
+#                               f, e as above
+#   0a PIPE MAX C V             pp_peek(MAX%10; ff: -1, fe: IOV_MAX+1), then
+#                               pp_consume of C%4 0 all, 1 all+1+V (EINVAL),
+#                               2 the first segment, 3 V/255 of it; C bit7: a
+#                               blocking empty peek made non-blocking
+#   0b C PIPE                   C bit1: pp_fd, else pp_setfl (C bit2: NONBLOCK)
+#   0c C PIPE                   pp_close of side C&1
+#   0d C PIPE                   pp_setsize of entry (C>>1)%12 of 1, 4K, 8K, 12K,
+#                               16K, 32K, 64K, 128K, 256K, 1M, 2M, 5000
+#   0e C PIPE                   a call that must fail (C%8 picks, C bits 3-5 vary)
+#   0f                          nothing (only the checks)
+# SIZE as above; LEN is a SIZE, or ff (1 GiB: everything), fe (SIZE_MAX).
+dir=${2:-$(dirname "$0")/corpus_zc}
+mkdir -p "$dir"
+seed z01_splice_move        01 00 61 00 '|' 03 00 01 ff 00 '|' 02 01 61 00
+seed z02_splice_partial     01 00 80 88 13 00 '|' 03 00 01 20 63 00 '|' 01 00 0a 00 '|' 02 00 7f 00 '|' 02 01 7f 00
+seed z03_tee_no_merge       01 00 80 b8 0b 00 '|' 05 00 01 ff 00 '|' 01 00 0a 00 '|' 01 01 0a 00 '|' 02 00 7f 00 '|' 02 01 7f 00
+seed z04_tee_consume_merge  01 00 20 63 00 '|' 05 00 01 ff 00 '|' 02 01 7f 00 '|' 01 00 0a 00 '|' 0a 00 05 00 00
+seed z05_fanout             00 05 '|' 01 00 80 28 23 00 '|' 06 00 01 01 02 ff 00 '|' 0a 01 05 00 00 '|' 02 02 7f 00
+seed z06_fanout_full        0d 03 01 '|' 01 01 0a 00 '|' 01 00 0a 00 '|' 06 00 00 01 ff 00 '|' 06 00 00 01 ff 02 '|' 02 01 0a 00 '|' 06 00 00 01 ff 00
+seed z07_vmsplice_release   07 00 01 85 07 90 03 00 '|' 02 00 20 63 00 '|' 02 00 7f 00 '|' 02 00 7f 00
+seed z08_vmsplice_tee       07 00 00 41 00 00 '|' 05 00 01 ff 00 '|' 02 00 7f 00 '|' 02 01 7f 00
+seed z09_vmsplice_close     07 00 02 81 01 ff 02 20 05 08 '|' 0c 01 00 '|' 0c 00 00
+seed z10_from_file          08 01 00 61 00 00 00 '|' 08 01 01 61 05 00 00 '|' 02 01 7f 00 '|' 08 01 00 ff 00 00 00
+seed z11_to_file            01 00 80 28 23 00 '|' 09 00 00 80 e8 03 00 00 '|' 09 00 01 ff 02 00 '|' 09 00 00 ff 00 00
+seed z12_kernel_pipe        08 01 02 ff 00 80 10 27 00 '|' 09 01 02 ff 00 00 '|' 08 01 02 ff 00 00 00
+seed z13_epipe_sigpipe      00 01 '|' 01 01 0a 00 '|' 0c 00 02 '|' 03 01 02 ff 00 '|' 07 02 00 0a 00 00 '|' 08 02 00 0a 00 00 00 '|' 01 02 0a 00
+seed z14_eof                01 00 0a 00 '|' 0c 01 00 '|' 03 00 01 ff 00 '|' 03 00 01 ff 00 '|' 09 00 00 ff 00 00 '|' 0a 00 05 00 00
+seed z15_peek_consume       01 01 0a 00 '|' 01 01 61 00 '|' 01 01 20 63 00 '|' 0a 01 02 02 00 '|' 0a 01 09 03 80 '|' 0a 01 09 01 05 '|' 0a 01 09 00 00
+seed z16_packet_splice      00 07 '|' 01 02 0a 00 '|' 01 02 20 63 00 '|' 01 02 05 00 '|' 03 02 01 ff 00 '|' 02 01 7f 00 '|' 02 01 03 00 '|' 02 01 7f 00
+seed z17_blocking_waits     03 00 01 ff 00 '|' 0b 01 01 '|' 03 00 01 ff 00 '|' 0d 01 00 '|' 07 00 00 41 00 00 '|' 07 00 00 0a 00 00 '|' 02 00 7f 00
+seed z18_pp_fd              0b 02 01 '|' 0b 03 01 '|' 01 01 0a 00 '|' 03 01 00 ff 00 '|' 0b 02 00 '|' 05 00 01 ff 00 '|' 0a 01 09 00 00 '|' 02 00 7f 00
+seed z19_setsize_ebusy      01 00 7f 01 '|' 03 00 01 ff 00 '|' 0d 05 01 '|' 0d 13 01 '|' 0d 15 00
+seed z20_bad_calls          0e 00 00 '|' 0e 08 00 '|' 0e 10 00 '|' 0e 20 00 '|' 0e 01 00 '|' 0e 09 00 '|' 0e 02 00 '|' 0e 0a 00 '|' 0e 12 00 '|' 0e 03 00 '|' 0e 0b 00 '|' 0e 04 00 '|' 0e 0c 00 '|' 0e 05 00 '|' 0e 0d 00 '|' 0e 06 00 '|' 0e 0e 00 '|' 0e 07 00 '|' 0e 0f 00
+seed z21_invalid_pairs      03 00 00 0a 00 '|' 05 01 01 0a 00 '|' 06 00 02 01 01 01 0a 00 '|' 03 00 01 0a f0 '|' 05 00 01 00 f0 '|' 03 00 01 00 f0
+seed z22_fd_errors          08 01 f0 0a 00 00 00 '|' 08 01 e0 0a 00 00 00 '|' 08 01 d0 0a 05 00 00 '|' 08 01 00 fe 00 00 00 '|' 09 00 e0 0a 00 00 '|' 09 00 f0 0a 00 00
+seed z23_ring_cycles        $(i=0; while [ $i -lt 6 ]; do printf '01 00 64 01 | 03 00 01 ff 00 | 02 01 80 00 50 00 | 05 00 01 20 40 00 | 0a 00 09 00 00 | '; i=$((i + 1)); done)
+seed z24_splice_chain       00 05 '|' 00 05 '|' 01 00 80 88 13 00 '|' 03 00 01 ff 00 '|' 03 01 02 ff 00 '|' 05 02 03 ff 00 '|' 03 02 00 ff 00 '|' 02 00 7f 00 '|' 02 03 7f 00
+seed z25_vmsplice_fanout    00 05 '|' 07 00 01 81 00 05 00 00 '|' 06 00 01 01 02 ff 00 '|' 02 01 7f 00 '|' 0c 00 02 '|' 0c 01 02
+# Merge rules: a tee'd copy never merges, even once it is the page's only
+# reference; a buffer split by a partial splice never merges again.
+seed z26_tee_copy_owned     01 00 0a 00 '|' 05 00 01 ff 00 '|' 02 00 7f 00 '|' 01 01 0a 00 '|' 02 01 7f 00
+seed z27_split_no_merge     01 00 20 63 00 '|' 03 00 01 20 31 00 '|' 02 01 7f 00 '|' 01 00 0a 00 '|' 0a 00 05 00 00
+ls "$dir" | wc -l | sed 's/$/ seeds in '"$(echo "$dir" | sed 's/[\/&]/\\&/g')"'/'
+
+# ---- fuzz_opts.c --------------------------------------------------------------
+# Its language: steps, each a byte then its operands:
+#   00 TEXT 00          pt_parse_size(TEXT)
+#   01 X0..X7 FORM      pt_parse_size(print(X)), X little-endian; FORM bit7:
+#                       X >>= FORM&3f; bit6: plain digits, else the largest
+#                       suffix dividing X; bit2 lower case; bits0-1 "", B, iB,
+#                       ib; bits3-4 leading zeros
+#   02 TEXT 00          pt_parse_pct(TEXT)
+#   03 N ARG.. ERRLEN   pt_parse_args of "pagepipe" and N arguments, each a
+#                       token (byte < 7f, with bit7 glued to the next token's
+#                       byte) or 7f TEXT 00; an error buffer of ERRLEN%200
+# oseed NAME ITEM..: S TEXT | P TEXT | V "8 HEX BYTES" FORM | A ERRLEN N ARG..
+oseed() {
+	f=$dir/$1
+	shift
+	: >"$f"
+	while [ $# -gt 0 ]; do
+		case $1 in
+		S) printf '\000%s\000' "$2" >>"$f"; shift 2 ;;
+		P) printf '\002%s\000' "$2" >>"$f"; shift 2 ;;
+		V) printf '\001' >>"$f"
+		   for b in $2 $3; do printf "\\$(printf '%03o' "0x$b")" >>"$f"; done
+		   shift 3 ;;
+		A) el=$2 n=$3
+		   printf "\\003\\$(printf '%03o' "$n")" >>"$f"
+		   shift 3
+		   i=0
+		   while [ $i -lt "$n" ]; do printf '\177%s\000' "$1" >>"$f"; shift; i=$((i + 1)); done
+		   printf "\\$(printf '%03o' "$el")" >>"$f" ;;
+		*) echo "oseed: bad item $1" >&2; exit 1 ;;
+		esac
+	done
+}
+dir=${3:-$(dirname "$0")/corpus_opts}
+mkdir -p "$dir"
+oseed o01_size_strings  S 0 S 64K S 64k S 1KiB S 1kib S 1KB S 2G S 1T S 8B S 1iB S '' S K S -1 S 1.5K \
+                        S ' 1' S 18446744073709551615 S 18446744073709551616 S 16777215T S 16777216T \
+                        S 17179869183G S 007M S 1Kb S 1KiBB
+oseed o02_size_values   V '00 00 00 00 00 00 00 00' 00 V 'ff ff ff ff ff ff ff ff' 40 \
+                        V '00 00 00 00 00 01 00 00' 00 V '00 04 00 00 00 00 00 00' 05 \
+                        V '00 00 10 00 00 00 00 00' 1a V 'ff ff ff ff ff ff ff ff' bf \
+                        V '00 00 00 00 00 00 c0 ff' 03 V '00 00 00 40 00 00 00 00' 06
+oseed o03_pct           P 0 P 100 P 101 P 007 P 0100 P 1000 P '' P -1 P 5x P 99
+oseed o04_argv_run      A 100 10 -i in.dat -o out1 -L 1M -o out2 --stats -q
+oseed o05_argv_long     A 100 9 --input=tcp::9000 --output=tcp:h:1 --memory=2G --block=16M \
+                        --start-at=0 --resume-at=100 --progress=always --output-error=exit-nopipe \
+                        --append
+oseed o06_argv_errors   A 50 1 -x A 50 1 --bogus A 50 1 -m A 50 2 -m 63K A 50 2 -s 17M \
+                        A 50 2 -P 101 A 50 1 --progress=sometimes A 50 1 stray A 8 2 -m junk \
+                        A 0 1 -Z A 1 1 -Z A 50 2 -i '' A 50 1 --output-error=never
+oseed o07_argv_help     A 100 2 -q -h A 100 1 --version A 100 2 -- -o A 100 2 -V --bogus
+oseed o08_argv_outputs  A 100 130 $(i=0; while [ $i -lt 65 ]; do printf -- '-o x%d ' $i; i=$((i + 1)); done)
+oseed o09_argv_default  A 100 2 -L 5K A 100 3 -L 5K -q A 100 5 -L 1K -o a --no-splice
+oseed o10_argv_abbrev   A 100 4 --mem=1G --pro --out=x --output-e=warn
+oseed o11_argv_clamp    A 100 4 -m 64K -s 16M A 100 4 -qa -m64K -s4K -ofile
 ls "$dir" | wc -l | sed 's/$/ seeds in '"$(echo "$dir" | sed 's/[\/&]/\\&/g')"'/'

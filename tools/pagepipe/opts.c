@@ -231,10 +231,22 @@ enum pt_action pt_parse_args(int argc, char *argv[], struct pt_opts *o, char *er
 			return PT_VERSION;
 		case ':':
 			FAIL("option '%s' requires an argument", argv[optind - 1]);
-		default:
-			if (optopt && optopt != '?')
+		default: {
+			/* A long option: unknown, or given an argument it takes none of
+			 * (getopt's optopt is then the option's code, not a letter). */
+			const char *arg = argv[optind - 1];
+			if (!strncmp(arg, "--", 2)) {
+				size_t len = strcspn(arg + 2, "=");
+				for (const struct option *lo = longopts; lo->name; lo++)
+					if (arg[2 + len] == '=' && lo->has_arg == no_argument &&
+					    strlen(lo->name) >= len && !strncmp(lo->name, arg + 2, len))
+						FAIL("option '--%s' doesn't allow an argument", lo->name);
+				FAIL("unrecognized option '%.*s'", (int)(len + 2), arg);
+			}
+			if (optopt > ' ' && optopt < 127)
 				FAIL("invalid option -- '%c'", optopt);
-			FAIL("unrecognized option '%s'", argv[optind - 1]);
+			FAIL("unrecognized option '%s'", arg);
+		}
 		}
 	}
 	if (optind < argc)
