@@ -39,6 +39,137 @@
 #define PP_DEFAULT_PAGES 16u
 #define PP_MAX_RW 0x7ffff000ul /* read(2)/write(2) clamp: INT_MAX & page mask */
 
+/* ---- helgrind builds (make check-helgrind; off by default) ---------- */
+
+/*
+ * Helgrind understands pthreads, not our futex ticket lock nor C11
+ * atomics.  Built with -DPP_HELGRIND (build-helgrind/ only; no valgrind
+ * header is needed otherwise):
+ *   - pp_lock and pp_unlock report the lock to it as a lock held for
+ *     writing (ANNOTATE_RWLOCK_ACQUIRED/RELEASED), so its lock sets, race
+ *     reports and lock-order checks cover the ring, pool and handle locks;
+ *   - every atomic operation below this point becomes a synchronisation
+ *     for it: it happens after every earlier atomic operation on the same
+ *     object and before every later one (ANNOTATE_HAPPENS_AFTER, then the
+ *     operation, then ANNOTATE_HAPPENS_BEFORE), as if all were seq_cst.
+ *     Without that, helgrind reports every lock-free hint read (a waiter
+ *     looking at head and tail, pp_events, the status flags, the handle
+ *     magic), the lock's own words, and every page, ring or gift handed on
+ *     by the reference count that reached zero (a page's reuse after its
+ *     last reader's copy).  The price: code that wrongly relies on a
+ *     relaxed atomic to publish other data is not caught here; TSan, which
+ *     knows C11's memory orders, checks exactly that (make check-tsan).
+ * Test programs built for helgrind include this header first (-include
+ * internal.h), so that their own atomics are treated the same way.
+ */
+#ifdef PP_HELGRIND
+#include <valgrind/helgrind.h>
+
+#define PP_HG_ACQUIRED(l) ANNOTATE_RWLOCK_ACQUIRED((l), 1)
+#define PP_HG_RELEASED(l) ANNOTATE_RWLOCK_RELEASED((l), 1)
+
+/* The plain atomic operations, under the compiler's own names. */
+#ifdef __clang__
+#define PP_HG_LOAD(p, mo) __c11_atomic_load(p, mo)
+#define PP_HG_STORE(p, v, mo) __c11_atomic_store(p, v, mo)
+#define PP_HG_XCHG(p, v, mo) __c11_atomic_exchange(p, v, mo)
+#define PP_HG_CAS(p, e, d, ms, mf) __c11_atomic_compare_exchange_strong(p, e, d, ms, mf)
+#define PP_HG_RMW(op, p, v, mo) __c11_atomic_fetch_##op(p, v, mo)
+#else
+#define PP_HG_LOAD(p, mo)                                                    \
+	__extension__({                                                          \
+		__typeof__((void)0, *(p)) pp_hg_t_;                                  \
+		__atomic_load(p, &pp_hg_t_, mo);                                     \
+		pp_hg_t_;                                                            \
+	})
+#define PP_HG_STORE(p, v, mo)                                                \
+	__extension__({                                                          \
+		__typeof__((void)0, *(p)) pp_hg_t_ = (v);                            \
+		__atomic_store(p, &pp_hg_t_, mo);                                    \
+	})
+#define PP_HG_XCHG(p, v, mo)                                                 \
+	__extension__({                                                          \
+		__typeof__((void)0, *(p)) pp_hg_t_ = (v), pp_hg_o_;                  \
+		__atomic_exchange(p, &pp_hg_t_, &pp_hg_o_, mo);                      \
+		pp_hg_o_;                                                            \
+	})
+#define PP_HG_CAS(p, e, d, ms, mf)                                           \
+	__extension__({                                                          \
+		__typeof__((void)0, *(p)) pp_hg_t_ = (d);                            \
+		__atomic_compare_exchange(p, e, &pp_hg_t_, 0, ms, mf);               \
+	})
+#define PP_HG_RMW(op, p, v, mo) __atomic_fetch_##op(p, v, mo)
+#endif
+
+/*
+ * Run expr (which names the object pp_hg_p_) as a synchronisation on *p.
+ * The atomic object itself is taken out of race checking (two atomic
+ * accesses never race): the happens-before edges alone would not cover a
+ * thread switch between an annotation and the access.  Helgrind checks the
+ * memory again once it is freed and allocated anew.
+ */
+#define PP_HG_SYNC(p, expr)                                                  \
+	__extension__({                                                          \
+		__auto_type pp_hg_p_ = (p);                                          \
+		VALGRIND_HG_DISABLE_CHECKING(pp_hg_p_, sizeof *pp_hg_p_);            \
+		ANNOTATE_HAPPENS_AFTER(pp_hg_p_);                                    \
+		__auto_type pp_hg_r_ = (expr);                                       \
+		ANNOTATE_HAPPENS_BEFORE(pp_hg_p_);                                   \
+		pp_hg_r_;                                                            \
+	})
+#define PP_HG_SYNC_VOID(p, expr)                                             \
+	__extension__({                                                          \
+		__auto_type pp_hg_p_ = (p);                                          \
+		VALGRIND_HG_DISABLE_CHECKING(pp_hg_p_, sizeof *pp_hg_p_);            \
+		ANNOTATE_HAPPENS_AFTER(pp_hg_p_);                                    \
+		expr;                                                                \
+		ANNOTATE_HAPPENS_BEFORE(pp_hg_p_);                                   \
+	})
+
+#undef atomic_load_explicit
+#undef atomic_store_explicit
+#undef atomic_exchange_explicit
+#undef atomic_compare_exchange_strong_explicit
+#undef atomic_compare_exchange_weak_explicit
+#undef atomic_fetch_add_explicit
+#undef atomic_fetch_sub_explicit
+#undef atomic_fetch_or_explicit
+#undef atomic_fetch_and_explicit
+#undef atomic_load
+#undef atomic_store
+#undef atomic_exchange
+#undef atomic_compare_exchange_strong
+#undef atomic_compare_exchange_weak
+#undef atomic_fetch_add
+#undef atomic_fetch_sub
+#undef atomic_fetch_or
+#undef atomic_fetch_and
+#define atomic_load_explicit(p, mo) PP_HG_SYNC(p, PP_HG_LOAD(pp_hg_p_, mo))
+#define atomic_store_explicit(p, v, mo) PP_HG_SYNC_VOID(p, PP_HG_STORE(pp_hg_p_, v, mo))
+#define atomic_exchange_explicit(p, v, mo) PP_HG_SYNC(p, PP_HG_XCHG(pp_hg_p_, v, mo))
+#define atomic_compare_exchange_strong_explicit(p, e, d, ms, mf)             \
+	PP_HG_SYNC(p, PP_HG_CAS(pp_hg_p_, e, d, ms, mf))
+#define atomic_compare_exchange_weak_explicit atomic_compare_exchange_strong_explicit
+#define atomic_fetch_add_explicit(p, v, mo) PP_HG_SYNC(p, PP_HG_RMW(add, pp_hg_p_, v, mo))
+#define atomic_fetch_sub_explicit(p, v, mo) PP_HG_SYNC(p, PP_HG_RMW(sub, pp_hg_p_, v, mo))
+#define atomic_fetch_or_explicit(p, v, mo) PP_HG_SYNC(p, PP_HG_RMW(or, pp_hg_p_, v, mo))
+#define atomic_fetch_and_explicit(p, v, mo) PP_HG_SYNC(p, PP_HG_RMW(and, pp_hg_p_, v, mo))
+#define atomic_load(p) atomic_load_explicit(p, memory_order_seq_cst)
+#define atomic_store(p, v) atomic_store_explicit(p, v, memory_order_seq_cst)
+#define atomic_exchange(p, v) atomic_exchange_explicit(p, v, memory_order_seq_cst)
+#define atomic_compare_exchange_strong(p, e, d)                              \
+	atomic_compare_exchange_strong_explicit(p, e, d, memory_order_seq_cst,   \
+	                                        memory_order_seq_cst)
+#define atomic_compare_exchange_weak atomic_compare_exchange_strong
+#define atomic_fetch_add(p, v) atomic_fetch_add_explicit(p, v, memory_order_seq_cst)
+#define atomic_fetch_sub(p, v) atomic_fetch_sub_explicit(p, v, memory_order_seq_cst)
+#define atomic_fetch_or(p, v) atomic_fetch_or_explicit(p, v, memory_order_seq_cst)
+#define atomic_fetch_and(p, v) atomic_fetch_and_explicit(p, v, memory_order_seq_cst)
+#else
+#define PP_HG_ACQUIRED(l) ((void)(l))
+#define PP_HG_RELEASED(l) ((void)(l))
+#endif
+
 /* ---- futex words --------------------------------------------------- */
 
 static inline int pp_futex_wait(_Atomic uint32_t *word, uint32_t expect)
@@ -111,13 +242,14 @@ void pp_lock_slow(struct pp_lock *l, uint32_t ticket);
 static inline void pp_lock(struct pp_lock *l)
 {
 	uint32_t ticket = atomic_fetch_add_explicit(&l->next, 1, memory_order_relaxed);
-	if (likely(atomic_load_explicit(&l->serving, memory_order_acquire) == ticket))
-		return;
-	pp_lock_slow(l, ticket);
+	if (unlikely(atomic_load_explicit(&l->serving, memory_order_acquire) != ticket))
+		pp_lock_slow(l, ticket);
+	PP_HG_ACQUIRED(l);
 }
 
 static inline void pp_unlock(struct pp_lock *l)
 {
+	PP_HG_RELEASED(l);
 	/* seq_cst on both sides pairs with the sleeper's count-then-check:
 	 * either we see its count or it sees our new serving value. */
 	atomic_fetch_add_explicit(&l->serving, 1, memory_order_seq_cst);

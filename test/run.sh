@@ -42,8 +42,12 @@ if [ "$progs" -eq 0 ]; then
 fi
 
 # The command's end-to-end tests, against the pagepipe built beside DIR.
+# PP_NO_TOOL_SCRIPTS=1 leaves them out (the valgrind runs, which would
+# only repeat them on the same command).
 scripts=$(ls "$tooldir"/*.sh 2>/dev/null | grep -v '/lib\.sh$')
-if [ -n "$scripts" ]; then
+if [ -n "$scripts" ] && [ "${PP_NO_TOOL_SCRIPTS:-0}" = 1 ]; then
+	echo "(the command's end-to-end scripts are left out: PP_NO_TOOL_SCRIPTS=1)"
+elif [ -n "$scripts" ]; then
 	PAGEPIPE=$(cd "$dir/.." 2>/dev/null && pwd)/pagepipe
 	export PAGEPIPE
 	if [ ! -x "$PAGEPIPE" ]; then

@@ -2125,6 +2125,8 @@ static void kernel_precedence(struct tp_rec *r, int kernel)
 
 CASE(kernel_len_and_check_order)
 {
+	if (getenv("PP_VALGRIND"))
+		SKIP("valgrind fails splice(2) on a bad descriptor with EBADF before the kernel checks len and flags");
 	BOTH_ALL(kernel_precedence);
 }
 

@@ -2264,6 +2264,8 @@ static void errors(void)
  */
 static void zero_length_and_check_order(void)
 {
+	if (getenv("PP_VALGRIND"))
+		SKIP("valgrind fails splice(2) and tee(2) on a bad descriptor with EBADF before the kernel checks len and flags");
 	int ka[2], kb[2];
 	struct pp_end *pa[2], *pb[2];
 	struct pp_end *none = TP_HIDE((struct pp_end *)NULL);
