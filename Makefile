@@ -145,11 +145,11 @@ VG_MEMCHECK = --tool=memcheck --error-exitcode=99 --leak-check=full -q \
 VG_HELGRIND = --tool=helgrind --error-exitcode=99 -q \
               --suppressions=$(CURDIR)/test/helgrind.supp
 HG_BUILD = build-helgrind
-# The programs with threads.  Not basic_rw and diff_kernel: their huge
-# buffers run helgrind out of memory; not vmsplice: its fixed 30 s case
-# watchdog fires under helgrind's slowdown.
+# Every program with threads (the others cannot race): all but api_errors,
+# coalesce, diff_kernel, fault_inject and fuzz_replay.
 HG_TESTS = $(addprefix $(HG_BUILD)/test/,stress wakeup soak signals_eof setsize \
-             nonblock_atomic events_fd pool_pages splice_fds splice_pipes)
+             nonblock_atomic events_fd pool_pages splice_fds splice_pipes \
+             basic_rw vmsplice packet wraparound)
 
 # vg_wrap(DIR, VALGRIND-ARGS, PROGRAMS, COMMAND): DIR/test/NAME runs
 # PROGRAM under valgrind, DIR/pagepipe is COMMAND.
