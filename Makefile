@@ -44,7 +44,7 @@ $(LIB_SO): $(LIB_OBJ)
 	ln -sf libpagepipe.so.$(VERSION) $(BUILD)/libpagepipe.so.$(SOVER)
 	ln -sf libpagepipe.so.$(VERSION) $(BUILD)/libpagepipe.so
 
-$(BUILD)/test/%: test/%.c $(wildcard test/*.h) $(wildcard test/fuzz/*.c) \
+$(BUILD)/test/%: test/%.c $(wildcard test/*.h) $(wildcard test/fuzz/*.[ch]) \
                  $(wildcard tools/pagepipe/opts.*) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(LIB_A) $(LDLIBS_ALL)

@@ -55,6 +55,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fuzz_report.h"
 #include "pagepipe.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -114,13 +115,8 @@ static unsigned char fz_expect[FZ_MAX_IO + 64];
 __attribute__((format(printf, 1, 2), noreturn)) static void fz_fail(const char *fmt, ...)
 {
 	va_list ap;
-	fprintf(stderr, "\nfuzz_ops: INVARIANT VIOLATED at step %lu (%s):\n  ", fz_step, fz_op);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\n");
-	fflush(stderr);
-	abort();
+	fuzz_vfail("fuzz_ops", fz_step, fz_op, fmt, ap);
 }
 
 #define FZ_CHECK(cond, ...)                                                   \
@@ -135,10 +131,8 @@ __attribute__((format(printf, 1, 2))) static void fz_name(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(fz_op, sizeof fz_op, fmt, ap);
+	fuzz_vname(fz_op, sizeof fz_op, fz_verbose, fz_step, fmt, ap);
 	va_end(ap);
-	if (fz_verbose)
-		fprintf(stderr, "step %lu: %s\n", fz_step, fz_op);
 }
 
 /* Name a read or write step: the call, its pipe, handle, byte count,

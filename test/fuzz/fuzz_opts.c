@@ -48,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_report.h"
 #include "../../tools/pagepipe/opts.c"
 
 #ifndef PO_ENTRY
@@ -64,13 +65,8 @@ static char po_what[256];
 __attribute__((format(printf, 1, 2), noreturn)) static void po_fail(const char *fmt, ...)
 {
 	va_list ap;
-	fprintf(stderr, "\nfuzz_opts: INVARIANT VIOLATED at step %lu (%s):\n  ", po_step, po_what);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\n");
-	fflush(stderr);
-	abort();
+	fuzz_vfail("fuzz_opts", po_step, po_what, fmt, ap);
 }
 
 #define PO_CHECK(cond, ...)                                                   \

@@ -58,6 +58,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fuzz_report.h"
 #include "pagepipe.h"
 #include "zc_model.c"
 
@@ -101,13 +102,8 @@ static bool zf_verbose;
 static void zm_fail(const char *fmt, ...)
 {
 	va_list ap;
-	fprintf(stderr, "\nfuzz_zerocopy: INVARIANT VIOLATED at step %lu (%s):\n  ", zf_step, zf_op);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\n");
-	fflush(stderr);
-	abort();
+	fuzz_vfail("fuzz_zerocopy", zf_step, zf_op, fmt, ap);
 }
 
 #define ZF_CHECK(cond, ...)                                                   \
@@ -120,10 +116,8 @@ __attribute__((format(printf, 1, 2))) static void zf_name(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(zf_op, sizeof zf_op, fmt, ap);
+	fuzz_vname(zf_op, sizeof zf_op, zf_verbose, zf_step, fmt, ap);
 	va_end(ap);
-	if (zf_verbose)
-		fprintf(stderr, "step %lu: %s\n", zf_step, zf_op);
 }
 
 static int zf_index(const struct zm_pipe *p)
