@@ -335,7 +335,9 @@ PP_API ssize_t pp_consume(struct pp_end *in, size_t n)
 	struct pp_buf *bufs = pp_ring_bufs(r);
 	uint32_t mask = r->ring_size - 1;
 	size_t avail = 0;
-	for (uint32_t i = LOAD(r->tail); i != LOAD(r->head); i++)
+	/* Stop as soon as n is covered: a deep ring (the command's hold
+	 * 100k pages) must not be walked whole, under the lock, per call. */
+	for (uint32_t i = LOAD(r->tail); i != LOAD(r->head) && avail < n; i++)
 		avail += bufs[i & mask].len;
 	if (n > avail) {
 		pp_unlock(&r->lock);

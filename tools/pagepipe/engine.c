@@ -272,7 +272,8 @@ static void *output_main(void *p)
 		atomic_fetch_add(&out->written, (uint64_t)w);
 		notify(e);
 		/* -P again once this output has run its pipe empty. */
-		if (e->o->start_pct && atomic_load(&e->input_state) == 0 && pp_nread(out->r) == 0)
+		if (e->o->start_pct && atomic_load(&e->input_state) == 0 &&
+		    !(pp_events(out->r) & POLLIN))
 			gate_open = false;
 	}
 	/* Closing the read end makes the next fan-out to it fail with EPIPE,
