@@ -264,7 +264,11 @@ ssize_t pp_consume(struct pp_end *in, size_t n);
 /*
  * The page pool shared by all pipes of the process.  A page a pipe drains
  * goes back to the pool; up to cache_max idle pages are kept for reuse
- * (default 64), the rest are returned to the system at once.
+ * (default 64), the rest are returned to the system at once.  While many
+ * pages are in use, fresh ones are mapped in batches (in_use/8, at most 64,
+ * never beyond the cache's room); the unused part of a batch counts as
+ * cached.  A page the system refuses to unmap (ENOMEM from munmap at
+ * vm.max_map_count) stays cached, even above cache_max.
  */
 struct pp_pool_stats {
 	long pages_in_use; /* pages holding pipe data now */

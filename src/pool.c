@@ -11,7 +11,10 @@
  *   free    - no page behind it (addr NULL), on the free-handle list.
  * A drained page goes to the idle list while fewer than cache_max pages are
  * idle, otherwise straight back to the system (munmap).  So an empty pipe
- * holds no pages, and all pipes together keep at most cache_max idle ones.
+ * holds no pages, and all pipes together keep at most cache_max idle ones
+ * (the one exception: a page the system refuses to unmap stays idle, see
+ * handle_release).  Fresh pages are mapped in batches once many are in use
+ * (map_batch); the extra pages of a batch are idle ones like any other.
  *
  * Lock rule: pool_lock guards everything in `pool` and every table entry's
  * addr/next.  It is taken inside a ring lock, never the other way round.
@@ -66,10 +69,76 @@ static void handle_free(uint32_t h)
 	pool.free_head = h;
 }
 
-static void handle_release(uint32_t h)
+/* Unmap a page and free its handle.  false if munmap failed: a page cut
+ * out of a batch mapping splits it, which fails with ENOMEM once the
+ * process is at vm.max_map_count.  The caller then keeps the page idle, so
+ * that it is still accounted for and can be reused or released later. */
+static bool handle_release(uint32_t h)
 {
-	munmap(pp_page_slot(h)->addr, PP_PAGE_SIZE);
+	if (munmap(pp_page_slot(h)->addr, PP_PAGE_SIZE) != 0)
+		return false;
 	handle_free(h);
+	return true;
+}
+
+static void idle_push(uint32_t h)
+{
+	pp_page_slot(h)->next = pool.idle_head;
+	pool.idle_head = h;
+	pool.idle++;
+}
+
+/*
+ * How many pages to map at once when the idle list is empty.  A pipe that
+ * grows deep (the command holds 100k pages behind a slow output) would
+ * otherwise pay one mmap and one page fault per page, and those were most
+ * of its cost.  So the batch grows with the pages in use (an eighth of
+ * them, at most PP_MAP_BATCH): a small user still maps one page at a time
+ * and holds nothing extra.  The pages beyond the first go to the idle
+ * list, so the batch is also bounded by the room under cache_max there,
+ * and by the limit.  test/fuzz/fuzz_ops.c models this rule.
+ */
+#define PP_MAP_BATCH 64
+
+static long map_batch(void)
+{
+	long n = pool.in_use / 8;
+	if (n > PP_MAP_BATCH)
+		n = PP_MAP_BATCH;
+	if (n > pool.cache_max - pool.idle + 1)
+		n = pool.cache_max - pool.idle + 1;
+	if (pool.limit && n > pool.limit - pool.in_use)
+		n = pool.limit - pool.in_use;
+	return n < 1 ? 1 : n;
+}
+
+/* Map a batch of fresh pages (populated in one call, not one fault each):
+ * the first is returned, the rest go on the idle list.  pool_lock held.
+ * 0 when nothing could be had. */
+static uint32_t page_map(void)
+{
+	long n = map_batch();
+	unsigned char *p = mmap(NULL, (size_t)n * PP_PAGE_SIZE, PROT_READ | PROT_WRITE,
+	                        MAP_PRIVATE | MAP_ANONYMOUS | (n > 1 ? MAP_POPULATE : 0),
+	                        -1, 0);
+	if (p == MAP_FAILED)
+		return 0;
+	uint32_t first = 0;
+	for (long i = 0; i < n; i++) {
+		unsigned char *a = p + (size_t)i * PP_PAGE_SIZE;
+		uint32_t h = handle_new();
+		if (!h) { /* out of handles: give back what has none */
+			munmap(a, (size_t)(n - i) * PP_PAGE_SIZE);
+			break;
+		}
+		pp_page_slot(h)->addr = a;
+		if (!first) {
+			first = h;
+			continue;
+		}
+		idle_push(h); /* the rest wait on the idle list */
+	}
+	return first;
 }
 
 /* Take one page, from the idle list or fresh from the system.  pool_lock
@@ -84,16 +153,9 @@ static uint32_t page_take(void)
 		pool.idle_head = pp_page_slot(h)->next;
 		pool.idle--;
 	} else {
-		void *p = mmap(NULL, PP_PAGE_SIZE, PROT_READ | PROT_WRITE,
-		               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (p == MAP_FAILED)
+		h = page_map();
+		if (!h)
 			return 0;
-		h = handle_new();
-		if (!h) {
-			munmap(p, PP_PAGE_SIZE);
-			return 0;
-		}
-		pp_page_slot(h)->addr = p;
 	}
 	pool.in_use++;
 	atomic_store_explicit(&pp_page_slot(h)->refs, 1, memory_order_relaxed);
@@ -103,13 +165,9 @@ static uint32_t page_take(void)
 static void page_give(uint32_t h)
 {
 	pool.in_use--;
-	if (pool.idle < pool.cache_max) {
-		pp_page_slot(h)->next = pool.idle_head;
-		pool.idle_head = h;
-		pool.idle++;
-	} else {
-		handle_release(h);
-	}
+	if (pool.idle >= pool.cache_max && handle_release(h))
+		return;
+	idle_push(h);
 }
 
 unsigned pp_page_get_many(uint32_t *pages, unsigned n)
@@ -233,7 +291,10 @@ static long trim_to(long keep)
 		uint32_t h = pool.idle_head;
 		pool.idle_head = pp_page_slot(h)->next;
 		pool.idle--;
-		handle_release(h);
+		if (!handle_release(h)) { /* keep it; the system will not split */
+			idle_push(h);
+			break;
+		}
 		n++;
 	}
 	return n;

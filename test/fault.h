@@ -32,10 +32,11 @@
  * The errno of each kind's last failure in the window is in op_kind_errno.
  *
  * Not failed, on purpose:
- *   munmap  counted (to account for mapped pages) but never failed: the
- *           library unmaps exactly one whole mapping of one page, which
- *           cannot fail on Linux (no split, so no ENOMEM), and there is
- *           nothing a caller could do about it;
+ *   munmap  counted (to account for mapped pages, by length) but not
+ *           failed in the numbered sequence: unmapping one page fails only
+ *           when it splits a mapping at vm.max_map_count, invisible to the
+ *           caller (the pool keeps the page).  test/pool_batch.c checks
+ *           that case with fi.munmap_refuse, which fails every munmap;
  *   futex   the library calls syscall(SYS_futex) for its lock and its waits
  *           and treats it as infallible (a failed wake would be a lost
  *           wakeup, a failed wait a spin); a single-threaded workload makes
@@ -140,6 +141,7 @@ static struct {
 	/* What the library holds: pages it mapped (minus unmapped), its
 	 * calloc blocks not yet freed, its eventfds not yet closed. */
 	long maps;
+	int munmap_refuse; /* set: every munmap fails with ENOMEM, unmapping nothing */
 	unsigned nblocks;
 	struct { void *p; size_t nmemb, size; int tag; bool is_malloc; } blocks[FI_MAX_BLOCKS];
 	unsigned nfds;
@@ -340,16 +342,20 @@ FI_NOSAN void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t o
 	              ? __interceptor_mmap(addr, len, prot, flags, fd, off)
 	              : (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
 	if (fi.armed && p != MAP_FAILED)
-		fi.maps++;
+		fi.maps += (long)(len / 4096);
 	return p;
 }
 
 FI_NOSAN int munmap(void *addr, size_t len)
 {
+	if (fi.munmap_refuse) { /* as the kernel at vm.max_map_count */
+		errno = ENOMEM;
+		return -1;
+	}
 	int r = __interceptor_munmap ? __interceptor_munmap(addr, len)
 	                             : (int)syscall(SYS_munmap, addr, len);
 	if (fi.armed && r == 0)
-		fi.maps--;
+		fi.maps -= (long)(len / 4096);
 	return r;
 }
 

@@ -363,7 +363,7 @@ static void cache_bound_and_trim(void)
 	CHECK_EQ(cached(), 4);
 	CHECK_EQ(pp_setsize(e[0], 1 << 20), 1 << 20);
 	CHECK_EQ(put(e[1], 40 * 4096, 7, &wpos), 40 * 4096);
-	CHECK_EQ(cached(), 0);
+	CHECK(cached() <= 4);                /* at most the rest of a batch */
 	CHECK_EQ(drain_check(e[0], 7, &rpos), 40 * 4096);
 	CHECK_EQ(cached(), 4);               /* never above the bound */
 	CHECK_EQ(pp_pool_trim(), 4);

@@ -210,10 +210,24 @@ static void fz_pages_freed(long n)
 			fz_pool.cached++;
 }
 
+/* A page is taken from the cache; with the cache empty, a batch is mapped
+ * (in_use/8 pages, 1 to 64, within the cache's room and the limit) and its
+ * pages beyond the one taken become cached. */
 static void fz_pages_taken(long n)
 {
-	fz_pool.in_use += n;
-	fz_pool.cached = fz_pool.cached > n ? fz_pool.cached - n : 0;
+	while (n-- > 0) {
+		if (fz_pool.cached > 0) {
+			fz_pool.cached--;
+		} else {
+			long b = fz_pool.in_use / 8;
+			b = b > 64 ? 64 : b;
+			b = b > fz_pool.cache_max + 1 ? fz_pool.cache_max + 1 : b;
+			if (fz_pool.limit && b > fz_pool.limit - fz_pool.in_use)
+				b = fz_pool.limit - fz_pool.in_use;
+			fz_pool.cached += (b < 1 ? 1 : b) - 1;
+		}
+		fz_pool.in_use++;
+	}
 }
 
 /* ---- decoding the input ---------------------------------------------- */
