@@ -67,7 +67,7 @@ end() {
 	else
 		fail "$_case" "$_why"
 		if [ -s "$E" ]; then # show what the command said, briefly
-			head -c 600 "$E" | sed -e '$a\' -e 's/^/    stderr: /'
+			head -c 600 "$E" | sed -e 's/^/    stderr: /' -e '$a\'
 		fi
 	fi
 }

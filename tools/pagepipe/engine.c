@@ -32,6 +32,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/uio.h>
@@ -399,28 +400,47 @@ static void *input_main(void *p)
 	return NULL;
 }
 
-/* ---- the direct path: kernel splice through a chain of kernel pipes -- */
+/* ---- the kernel paths: splice and tee through chains of kernel pipes -- */
 
 /*
- * With one output, no rate limit and no watermarks, nothing needs the data
- * in this process's memory: the kernel can move page references from the
- * input to the output with splice(2), as pv does, and no byte is copied
- * here.  The buffer is then a chain of kernel pipes of up to 1 MiB each
- * (the unprivileged pipe-max-size), used in turn like the slots of a ring:
+ * When every descriptor is of a kind splice(2) takes and no output has a
+ * rate limit or watermarks, nothing needs the data in this process's
+ * memory: the kernel can move and share page references, as pv does for
+ * one output, and no byte is copied here.  Each output's buffer is then a
+ * chain of kernel pipes of up to 1 MiB each (the unprivileged
+ * pipe-max-size), used in turn like the slots of a ring:
  *
- *   input --splice--> kp[w % n]  ...  kp[r % n] --splice--> output
+ *   one output:  input --splice--> kp[w % n]  ...  kp[r % n] --splice--> output
  *
- * The input thread fills pipe w until it holds `cap` bytes or is full,
- * publishes its byte count in filled[w % n] and moves to w + 1 once the
- * output thread has finished that pipe's previous lap (w - r < n).  The
- * output thread drains pipe r; once it has written filled[r % n] bytes it
- * marks the pipe free and moves on.  Both splice with SPLICE_F_NONBLOCK and
- * sleep in poll(2), so each can tell "my pipe is full/empty" from "the
- * descriptor is not ready", and each wakes the other through an eventfd.
+ *   several:     input --splice--> stage --tee-->    chain 1 ... --> output 1
+ *                                        --tee-->    chain 2 ... --> output 2
+ *                                        --splice--> chain N ... --> output N
  *
- * Taken only when the whole memory limit can be had as kernel pipes (the
- * kernel caps an unprivileged user's pipes at pipe-user-pages-soft) and both
- * descriptors are of kinds splice(2) takes; otherwise the pagepipe path.
+ * With one output the input thread fills pipe w until it holds `cap` bytes
+ * or is full, publishes its byte count in filled[w % n] and moves to w + 1
+ * once the output thread has finished that pipe's previous lap (w - r < n).
+ *
+ * With several, the input thread fills a private stage pipe, then hands the
+ * whole stage to pipe w of every chain: tee(2) to all but the last output
+ * still running, splice(2) to the last.  Pipe w of each chain is empty and
+ * as large as the stage, so each call takes the whole stage (tee copies
+ * buffer for buffer), and every output sees the same bytes; the pages are
+ * shared, so the memory held is the slowest output's backlog, as on the
+ * pagepipe path.  The stage is handed over when full, at the end of input,
+ * or when the input has nothing more right now and some output is about
+ * to run dry (while every output has pipes queued, waiting to fill the
+ * stage costs nothing and keeps the rounds, hence the chains, full).
+ *
+ * Each output thread drains pipe r of its chain; once it has written
+ * filled[r % n] bytes it marks the pipe free and moves on.  Both sides
+ * splice with SPLICE_F_NONBLOCK and sleep in poll(2), so each can tell "my
+ * pipe is full/empty" from "the descriptor is not ready"; they wake each
+ * other through eventfds (data_efd per chain, room_efd for the input).
+ *
+ * Taken only when the whole memory limit can be had as kernel pipes for
+ * every output (the kernel caps an unprivileged user's pipes at
+ * pipe-user-pages-soft) and the descriptors fit well under RLIMIT_NOFILE;
+ * otherwise the pagepipe path.
  */
 
 #define KP_CAP (1 << 20)
@@ -433,7 +453,7 @@ struct kchain {
 	_Atomic uint64_t filled[KP_MAX]; /* input sets, output resets to OPEN_PIPE */
 	_Atomic uint64_t wseq, rseq;     /* pipe being filled / drained (free-running) */
 	_Atomic bool eof;                /* input thread: filled[wseq % n] is the last */
-	int data_efd, room_efd;          /* input -> output, output -> input */
+	int data_efd;                    /* input -> this chain's output */
 };
 
 static void efd_signal(int efd)
@@ -464,15 +484,60 @@ static bool fd_ready(int fd, short events)
 	return poll(&p, 1, 0) > 0 && (p.revents & events);
 }
 
+static bool running(const struct pt_output *out)
+{
+	return atomic_load(&out->state) == PT_OUT_RUNNING;
+}
+
+/* The input stops: its error, if any, is reported and counted. */
+static void input_error(struct pt_engine *e, int err)
+{
+	e->input_err = err;
+	pt_msg("%s: %s", e->in_name, strerror(err));
+	atomic_store(&e->had_error, true);
+	atomic_store(&e->input_state, 2);
+}
+
+/* End of data for every chain: pipe w, holding `last` bytes, is the last. */
+static void chains_end(struct pt_engine *e, uint64_t w, uint64_t last)
+{
+	if (atomic_load(&e->input_state) == 0)
+		atomic_store(&e->input_state, 1); /* stopped: no output left, or fatal */
+	for (int i = 0; i < e->n; i++) {
+		struct kchain *k = e->outs[i].chain;
+		atomic_store(&k->filled[w % (uint64_t)k->n], last);
+		atomic_store(&k->eof, true);
+		efd_signal(k->data_efd);
+	}
+}
+
+/* Publish pipe w of chain k as holding `bytes`, and move k on to w + 1. */
+static void chain_publish(struct kchain *k, uint64_t w, uint64_t bytes)
+{
+	atomic_store(&k->filled[w % (uint64_t)k->n], bytes);
+	atomic_store(&k->wseq, w + 1);
+	efd_signal(k->data_efd);
+}
+
+/* Wait until pipe w of chain k is free: its output finished the lap before. */
+static void chain_wait_room(struct pt_engine *e, struct pt_output *out, uint64_t w)
+{
+	struct kchain *k = out->chain;
+	while (w - atomic_load(&k->rseq) >= (uint64_t)k->n && !atomic_load(&e->fatal) &&
+	       running(out))
+		wait_either(e->room_efd, POLLIN, -1);
+}
+
 static void *direct_input_main(void *p)
 {
 	struct pt_engine *e = p;
-	struct kchain *k = e->chain;
+	struct pt_output *out = &e->outs[0];
+	struct kchain *k = out->chain;
 	uint64_t w = 0, in_w = 0; /* pipe being filled, bytes in it */
 
-	while (!atomic_load(&e->fatal) && atomic_load(&e->outs[0].state) == PT_OUT_RUNNING) {
+	while (!atomic_load(&e->fatal) && running(out)) {
 		int fdw = k->fd[w % (uint64_t)k->n][1];
-		size_t want = KP_CAP - in_w < e->o->block ? KP_CAP - in_w : e->o->block;
+		size_t want = e->kp_cap - in_w < e->o->block ? e->kp_cap - in_w : e->o->block;
 		ssize_t got = want ? splice(e->in_fd, NULL, fdw, NULL, want,
 		                            SPLICE_F_MOVE | SPLICE_F_NONBLOCK | SPLICE_F_MORE)
 		                   : -1;
@@ -490,10 +555,7 @@ static void *direct_input_main(void *p)
 		if (want && errno == EINTR)
 			continue;
 		if (want && errno != EAGAIN) {
-			e->input_err = errno;
-			pt_msg("%s: %s", e->in_name, strerror(errno));
-			atomic_store(&e->had_error, true);
-			atomic_store(&e->input_state, 2);
+			input_error(e, errno);
 			break;
 		}
 		if (want && fd_ready(fdw, POLLOUT)) { /* the input is not ready */
@@ -501,22 +563,119 @@ static void *direct_input_main(void *p)
 			continue;
 		}
 		/* This pipe is full (or holds cap bytes): hand it over, take the next. */
-		atomic_store(&k->filled[w % (uint64_t)k->n], in_w);
-		atomic_store(&k->wseq, w + 1);
-		efd_signal(k->data_efd);
+		chain_publish(k, w, in_w);
 		w++;
 		in_w = 0;
-		while (w - atomic_load(&k->rseq) >= (uint64_t)k->n && !atomic_load(&e->fatal) &&
-		       atomic_load(&e->outs[0].state) == PT_OUT_RUNNING)
-			wait_either(k->room_efd, POLLIN, -1);
+		chain_wait_room(e, out, w);
 	}
-	if (atomic_load(&e->input_state) == 0)
-		atomic_store(&e->input_state, 1); /* stopped: the output is gone, or fatal */
-	atomic_store(&k->filled[w % (uint64_t)k->n], in_w);
-	atomic_store(&k->eof, true);
-	efd_signal(k->data_efd);
+	chains_end(e, w, in_w);
 	thread_finished(e);
 	return NULL;
+}
+
+/* Some running output has at most one published pipe left to drain. */
+static bool outputs_hungry(struct pt_engine *e, uint64_t w)
+{
+	for (int i = 0; i < e->n; i++)
+		if (running(&e->outs[i]) && w - atomic_load(&e->outs[i].chain->rseq) <= 1)
+			return true;
+	return false;
+}
+
+/* Hand the stage's `bytes` to pipe w of every running output's chain (see
+ * above).  false when no output is left or on a fatal error. */
+static bool stage_hand_over(struct pt_engine *e, uint64_t w, uint64_t bytes)
+{
+	int last = -1;
+	for (int i = 0; i < e->n; i++) {
+		chain_wait_room(e, &e->outs[i], w);
+		if (running(&e->outs[i]))
+			last = i;
+	}
+	if (last < 0 || atomic_load(&e->fatal))
+		return false;
+	for (int i = 0; i <= last; i++) {
+		struct pt_output *out = &e->outs[i];
+		struct kchain *k = out->chain;
+		if (!running(out) && i != last)
+			continue;
+		int dst = k->fd[w % (uint64_t)k->n][1];
+		ssize_t m;
+		do
+			m = i == last ? splice(e->stage[0], NULL, dst, NULL, bytes,
+			                       SPLICE_F_MOVE | SPLICE_F_NONBLOCK)
+			              : tee(e->stage[0], dst, bytes, SPLICE_F_NONBLOCK);
+		while (m < 0 && errno == EINTR);
+		if (m != (ssize_t)bytes) { /* cannot happen: dst is empty and as big */
+			pt_msg("%s to %s moved %zd of %llu bytes: %s", i == last ? "splice" : "tee",
+			       out->name, m, (unsigned long long)bytes,
+			       m < 0 ? strerror(errno) : "short");
+			set_fatal(e);
+			return false;
+		}
+		chain_publish(k, w, bytes);
+	}
+	return true;
+}
+
+static void *tee_input_main(void *p)
+{
+	struct pt_engine *e = p;
+	uint64_t w = 0, staged = 0; /* next pipe of every chain, bytes in the stage */
+	bool more = true;
+
+	while (more && !atomic_load(&e->fatal)) {
+		size_t want = e->kp_cap - staged < e->o->block ? e->kp_cap - staged : e->o->block;
+		ssize_t got = want ? splice(e->in_fd, NULL, e->stage[1], NULL, want,
+		                            SPLICE_F_MOVE | SPLICE_F_NONBLOCK | SPLICE_F_MORE)
+		                   : -1;
+		if (got > 0) {
+			staged += (uint64_t)got;
+			atomic_fetch_add(&e->bytes_in, (uint64_t)got);
+			continue;
+		}
+		if (got == 0) {
+			atomic_store(&e->input_state, 1);
+			break;
+		}
+		if (want && errno == EINTR)
+			continue;
+		if (want && errno != EAGAIN) {
+			input_error(e, errno);
+			break;
+		}
+		if (want && fd_ready(e->stage[1], POLLOUT) && (!staged || !outputs_hungry(e, w))) {
+			/* The input is not ready, and nothing presses: wait for
+			 * it, or for an output to move on to its next pipe. */
+			struct pollfd pf[2] = { { .fd = e->in_fd, .events = POLLIN },
+			                        { .fd = e->room_efd, .events = POLLIN } };
+			if (poll(pf, 2, 200) > 0 && (pf[1].revents & POLLIN))
+				efd_clear(e->room_efd);
+			continue;
+		}
+		more = stage_hand_over(e, w, staged);
+		w += more;
+		staged = 0;
+	}
+	/* What was read before the end (or an input error) still goes out. */
+	if (staged && more && !atomic_load(&e->fatal) && stage_hand_over(e, w, staged))
+		w++;
+	/* Pipe w's previous lap may still be draining: its filled[] is not
+	 * ours to set before it is done. */
+	for (int i = 0; i < e->n; i++)
+		chain_wait_room(e, &e->outs[i], w);
+	chains_end(e, w, 0);
+	thread_finished(e);
+	return NULL;
+}
+
+/* A dropped output's chain: give back the pages it holds (what the input
+ * hands over after this is at most one more round). */
+static void chain_discard(struct pt_engine *e, struct kchain *k)
+{
+	for (int i = 0; i < k->n; i++)
+		while (splice(k->fd[i][0], NULL, e->sink_fd, NULL, KP_CAP, SPLICE_F_NONBLOCK) > 0)
+			;
 }
 
 static void *direct_output_main(void *p)
@@ -524,7 +683,7 @@ static void *direct_output_main(void *p)
 	struct out_arg *a = p;
 	struct pt_engine *e = a->e;
 	struct pt_output *out = a->out;
-	struct kchain *k = e->chain;
+	struct kchain *k = out->chain;
 	uint64_t r = 0, done = 0; /* pipe being drained, bytes taken from it */
 
 	while (!atomic_load(&e->fatal)) {
@@ -545,7 +704,7 @@ static void *direct_output_main(void *p)
 			atomic_store(&k->filled[idx], OPEN_PIPE);
 			atomic_store(&k->rseq, ++r);
 			done = 0;
-			efd_signal(k->room_efd);
+			efd_signal(e->room_efd);
 			continue;
 		}
 		size_t len = e->o->block;
@@ -569,9 +728,11 @@ static void *direct_output_main(void *p)
 		}
 		output_failed(e, out, errno);
 		output_finished(e, out, PT_OUT_DROPPED);
+		if (e->sink_fd >= 0)
+			chain_discard(e, k);
 		break;
 	}
-	efd_signal(k->room_efd); /* the input thread may wait for room */
+	efd_signal(e->room_efd); /* the input thread may wait for room */
 	thread_finished(e);
 	return NULL;
 }
@@ -598,44 +759,93 @@ static void chain_free(struct kchain *k)
 	}
 	if (k->data_efd >= 0)
 		close(k->data_efd);
-	if (k->room_efd >= 0)
-		close(k->room_efd);
 	free(k);
 }
 
-/* Set up the direct path if it applies.  true when it does. */
-static bool direct_setup(struct pt_engine *e, const struct pt_opts *o)
+/* Everything the kernel paths made, released (setup failed, or the end). */
+static void kernel_path_free(struct pt_engine *e)
 {
-	if (o->no_splice || e->n != 1 || e->outs[0].rate || o->start_pct || o->resume_pct != 100 ||
-	    !spliceable(e->in_fd, false) || !spliceable(e->outs[0].fd, true))
+	for (int i = 0; i < e->n; i++) {
+		if (e->outs[i].chain)
+			chain_free(e->outs[i].chain);
+		e->outs[i].chain = NULL;
+	}
+	int *fds[] = { &e->stage[0], &e->stage[1], &e->room_efd, &e->sink_fd };
+	for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++) {
+		if (*fds[i] >= 0)
+			close(*fds[i]);
+		*fds[i] = -1;
+	}
+}
+
+/* A kernel pipe of exactly cap bytes, or false. */
+static bool kpipe(int fd[2], int cap)
+{
+	if (pipe2(fd, O_CLOEXEC) != 0) {
+		fd[0] = fd[1] = -1;
 		return false;
-	uint64_t want = (o->memory + KP_CAP - 1) / KP_CAP;
-	if (want > KP_MAX)
-		return false;
+	}
+	return fcntl(fd[1], F_SETPIPE_SZ, cap) == cap; /* refused, or rounded */
+}
+
+/* n kernel pipes of cap bytes for an output. */
+static struct kchain *chain_new(int n, int cap)
+{
 	struct kchain *k = calloc(1, sizeof *k);
 	if (!k)
-		return false;
+		return NULL;
 	k->data_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	k->room_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	bool ok = k->data_efd >= 0 && k->room_efd >= 0;
-	/* A memory limit under 1 MiB is one smaller pipe. */
-	int cap = o->memory < KP_CAP ? (int)o->memory : KP_CAP;
-	while (ok && (uint64_t)k->n < want) {
-		int *fd = k->fd[k->n];
-		if (pipe2(fd, O_CLOEXEC) != 0) {
-			ok = false;
-			break;
-		}
-		k->n++;
-		atomic_store(&k->filled[k->n - 1], OPEN_PIPE);
-		if (fcntl(fd[1], F_SETPIPE_SZ, cap) < cap)
-			ok = false; /* refused, or (rounded) smaller than asked */
+	bool ok = k->data_efd >= 0;
+	while (ok && k->n < n) {
+		atomic_store(&k->filled[k->n], OPEN_PIPE);
+		ok = kpipe(k->fd[k->n], cap);
+		if (k->fd[k->n][0] >= 0)
+			k->n++; /* open: closed by chain_free, whatever else failed */
 	}
 	if (!ok) {
 		chain_free(k);
+		return NULL;
+	}
+	return k;
+}
+
+/* Set up a kernel path if one applies.  true when it does. */
+static bool direct_setup(struct pt_engine *e, const struct pt_opts *o)
+{
+	e->stage[0] = e->stage[1] = e->room_efd = e->sink_fd = -1;
+	if (o->no_splice || o->start_pct || o->resume_pct != 100 || !spliceable(e->in_fd, false))
+		return false;
+	for (int i = 0; i < e->n; i++)
+		if (e->outs[i].rate || !spliceable(e->outs[i].fd, true))
+			return false;
+	uint64_t per_chain = (o->memory + KP_CAP - 1) / KP_CAP;
+	if (per_chain > KP_MAX)
+		return false;
+	/* Two descriptors a pipe, and room left for what the process opens
+	 * later (none of it on these paths, but libc may). */
+	struct rlimit rl;
+	uint64_t fds_needed = 2 * per_chain * (uint64_t)e->n + 8;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    fds_needed + 64 > rl.rlim_cur)
+		return false;
+	/* A memory limit under 1 MiB is one smaller pipe a chain: a power of
+	 * two at most the limit, which is what F_SETPIPE_SZ grants exactly. */
+	e->kp_cap = KP_CAP;
+	while ((uint64_t)e->kp_cap > o->memory && e->kp_cap > PP_PAGE_SIZE)
+		e->kp_cap /= 2;
+	e->room_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	bool ok = e->room_efd >= 0;
+	if (ok && e->n > 1) {
+		ok = kpipe(e->stage, e->kp_cap);
+		e->sink_fd = ok ? open("/dev/null", O_WRONLY | O_CLOEXEC) : -1;
+		ok = ok && e->sink_fd >= 0;
+	}
+	for (int i = 0; ok && i < e->n; i++)
+		ok = (e->outs[i].chain = chain_new((int)per_chain, e->kp_cap)) != NULL;
+	if (!ok) {
+		kernel_path_free(e);
 		return false;
 	}
-	e->chain = k;
 	e->direct = true;
 	return true;
 }
@@ -692,6 +902,7 @@ int pt_engine_init(struct pt_engine *e, const struct pt_opts *o)
 	e->limit = o->memory;
 	e->quiet = o->quiet;
 	e->in_fd = -1;
+	e->stage[0] = e->stage[1] = e->room_efd = e->sink_fd = -1;
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_cond_init(&e->cv, NULL);
 	pthread_cond_init(&e->main_cv, NULL);
@@ -781,7 +992,9 @@ int pt_engine_start(struct pt_engine *e)
 		}
 		e->outs[i].started = true;
 	}
-	int rc = pthread_create(&e->in_thread, NULL, e->direct ? direct_input_main : input_main, e);
+	void *(*in_main)(void *) = !e->direct ? input_main
+	                           : e->n == 1 ? direct_input_main : tee_input_main;
+	int rc = pthread_create(&e->in_thread, NULL, in_main, e);
 	if (rc) {
 		errno = rc;
 		return -1;
@@ -827,6 +1040,5 @@ void pt_engine_join(struct pt_engine *e)
 		if (e->outs[i].started)
 			pthread_join(e->outs[i].thread, NULL);
 	close_pipes(e);
-	if (e->chain)
-		chain_free(e->chain);
+	kernel_path_free(e);
 }

@@ -4,7 +4,9 @@
  * One input thread reads the input into a small pagepipe (pp_splice_from_fd)
  * and fans each block out by reference (pp_fanout) to one pagepipe per
  * output; one thread per output writes its pipe's pages to the output
- * descriptor.  The front end (main.c) owns signals, progress and exit
+ * descriptor.  When every descriptor is one splice(2) takes, the kernel
+ * paths of engine.c replace the pagepipes with chains of kernel pipes
+ * (splice for one output, tee for several).  The front end (main.c) owns signals, progress and exit
  * status; it reads the counters here while the threads run.
  */
 #ifndef PAGEPIPE_TOOL_ENGINE_H
@@ -41,6 +43,7 @@ struct pt_output {
 	int err;               /* errno that dropped it; valid once state is DROPPED */
 	/* Input thread only. */
 	bool fed;              /* still in the fan-out list */
+	struct kchain *chain;  /* kernel paths: its chain of kernel pipes (engine.c) */
 };
 
 struct pt_engine {
@@ -54,8 +57,11 @@ struct pt_engine {
 	struct pp_end *in_r, *in_w;     /* the input pipe, input thread only */
 	pthread_t in_thread;
 	uint64_t limit;                  /* memory limit in bytes */
-	bool direct;                     /* the kernel-splice path (engine.c) */
-	struct kchain *chain;            /* its chain of kernel pipes */
+	bool direct;                     /* a kernel path: splice (1 output) or tee (engine.c) */
+	int kp_cap;                      /* its kernel pipes' size in bytes */
+	int stage[2];                    /* tee path: the input thread's stage pipe */
+	int room_efd;                    /* kernel paths: outputs -> input, "a pipe is free" */
+	int sink_fd;                     /* tee path: /dev/null, to discard a dropped output's data */
 
 	/* Counters and states, atomics: one writer each, anyone reads. */
 	_Atomic uint64_t bytes_in;       /* input thread */

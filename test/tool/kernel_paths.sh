@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# kernel_paths.sh - the two kernel paths (splice(2) for one output, tee(2)
+# and splice(2) through a stage pipe for several) are taken exactly when
+# they apply, deliver every byte to every output through many laps of
+# their chains of kernel pipes, hand a trickling input on without waiting
+# for a full pipe, let a slow output fall behind alone, and keep going when
+# one output's reader leaves.  --stats names the path taken.
+. "$(dirname "$0")/lib.sh"
+
+MiB=1048576
+in=$T/in
+gen_random "$in" $((20 * MiB + 4321))
+
+# path_is WANT ARGS...: run pagepipe --stats ARGS (outputs under $T) and
+# check the summary's path.
+path_is() {
+	local want=$1
+	shift
+	pp --stats "$@" 2>"$E" >/dev/null
+	want_status $? 0
+	want_grep "^pagepipe: [0-9]+ bytes .*, $want\$" "$E" "the --stats path"
+}
+
+begin path_one_output_splice
+path_is 'by splice\(2\)' -i "$in" -o "$T/o1"
+want_same "$in" "$T/o1"
+end
+
+begin path_two_outputs_tee
+path_is 'by tee\(2\) and splice\(2\)' -i "$in" -o "$T/o1" -o "$T/o2"
+want_same "$in" "$T/o1"
+want_same "$in" "$T/o2"
+end
+
+begin path_no_splice_buffer
+path_is 'through the buffer' --no-splice -i "$in" -o "$T/o1" -o "$T/o2"
+want_same "$in" "$T/o1"
+end
+
+begin path_rate_limit_buffer
+path_is 'through the buffer' -i "$in" -o "$T/o1" -L 1G -o "$T/o2"
+want_same "$in" "$T/o2"
+end
+
+begin path_watermark_buffer
+path_is 'through the buffer' -P 10 -i "$in" -o "$T/o1" -o "$T/o2"
+want_same "$in" "$T/o2"
+end
+
+begin path_unspliceable_output_buffer
+# /dev/zero takes writes but is not /dev/null: not an output splice is
+# sure to take, so the buffer path.
+path_is 'through the buffer' -i "$in" -o "$T/o1" -o /dev/zero
+want_same "$in" "$T/o1"
+end
+
+begin path_few_descriptors_buffer
+# -m 64M is 64 kernel pipes an output: 256 descriptors for two, more than
+# a limit of 200 allows, so the buffer path (and the same bytes).
+(ulimit -n 200 && exec "$PAGEPIPE" --stats -i "$in" -o "$T/o1" -o "$T/o2") 2>"$E"
+want_status $? 0
+want_grep ', through the buffer$' "$E" "the --stats path"
+want_same "$in" "$T/o2"
+end
+
+# Many laps: with -m 1M each chain is one 1 MiB pipe (below 1 MiB, one
+# smaller pipe), so 20 MiB goes round every chain 20 times or more.
+for m in 64K 100K 1M 3M; do
+	begin "laps_three_outputs_file_m$m"
+	rm -f "$T/o1" "$T/o2" "$T/o3"
+	pp --stats -m $m -i "$in" -o "$T/o1" -o "$T/o2" -o - >"$T/o3" 2>"$E"
+	want_status $? 0
+	want_grep 'by tee' "$E" "the --stats path"
+	want_same "$in" "$T/o1"
+	want_same "$in" "$T/o2"
+	want_same "$in" "$T/o3"
+	end
+
+	begin "laps_two_outputs_pipes_m$m"
+	rm -f "$T/o1" "$T/o2"
+	cat "$in" | pp -m $m -o >(cat >"$T/o1") -o - 2>"$E" | cat >"$T/o2"
+	st=("${PIPESTATUS[@]}")
+	want_status "${st[1]}" 0
+	sleep 0.2 # the process substitution's cat may still be writing
+	want_same "$in" "$T/o1"
+	want_same "$in" "$T/o2"
+	want_empty "$E" stderr
+	end
+done
+
+# A trickling input: each piece reaches both outputs while the writer
+# still holds the pipe open (the stage is handed on when outputs run dry,
+# not only when it is full).
+begin trickle_reaches_outputs_before_eof
+rm -f "$T/o1" "$T/o2" "$T/fin"
+mkfifo "$T/fin"
+"$PAGEPIPE" --stats -i "$T/fin" -o "$T/o1" -o "$T/o2" 2>"$E" &
+pid=$!
+bg_track $pid
+exec 5>"$T/fin"
+late=""
+for i in 1 2 3 4 5; do
+	printf 'piece %d\n' "$i" >&5
+	t0=$(now_ms)
+	until [ "$(fsize "$T/o1")" -eq $((8 * i)) ] && [ "$(fsize "$T/o2")" -eq $((8 * i)) ]; do
+		if [ $(($(now_ms) - t0)) -gt 3000 ]; then
+			late="piece $i not in both outputs after 3 s"
+			break 2
+		fi
+		sleep 0.01
+	done
+done
+exec 5>&-
+wait_pid $pid 10
+want_status $WAIT_RC 0
+[ -z "$late" ] || bad "$late"
+printf 'piece %d\n' 1 2 3 4 5 >"$T/want"
+want_same "$T/want" "$T/o1"
+want_same "$T/want" "$T/o2"
+want_grep 'by tee' "$E" "the --stats path"
+end
+
+# A reader that sleeps before reading: the other output is complete while
+# it sleeps, then the sleeper gets everything.
+begin slow_reader_does_not_hold_back_other
+rm -f "$T/o1" "$T/o2" "$T/fifo" "$T/go"
+mkfifo "$T/fifo"
+(while [ ! -e "$T/go" ]; do sleep 0.05; done; exec cat >"$T/o2") <"$T/fifo" &
+rd=$!
+bg_track $rd
+"$PAGEPIPE" --stats -i "$in" -o "$T/o1" -o "$T/fifo" 2>"$E" &
+pid=$!
+bg_track $pid
+t0=$(now_ms)
+until [ "$(fsize "$T/o1")" -eq "$(fsize "$in")" ] || [ $(($(now_ms) - t0)) -gt 10000 ]; do
+	sleep 0.02
+done
+[ "$(fsize "$T/o1")" -eq "$(fsize "$in")" ] || bad "o1 has $(fsize "$T/o1") bytes while the other reader slept"
+running $pid || bad "pagepipe ended before the sleeping reader read"
+touch "$T/go"
+wait_pid $pid 20
+want_status $WAIT_RC 0
+wait_pid $rd 10
+want_same "$in" "$T/o1"
+want_same "$in" "$T/o2"
+want_grep 'by tee' "$E" "the --stats path"
+end
+
+# One reader leaves early through many laps (-m 1M): the other output gets
+# everything and nothing waits for the gone one.
+begin reader_leaves_other_complete
+rm -f "$T/o2"
+pp --stats -m 1M -i "$in" -o >(head -c 1000 >/dev/null) -o "$T/o2" 2>"$E"
+want_status $? 0
+want_same "$in" "$T/o2"
+want_grep 'by tee' "$E" "the --stats path"
+want_grep '^pagepipe: output 1 .*dropped: Broken pipe$' "$E" stats
+end
+
+begin all_readers_leave_endless_input
+rm -f "$T/f1" "$T/f2"
+mkfifo "$T/f1" "$T/f2"
+head -c 5000 "$T/f1" >/dev/null &
+bg_track $!
+head -c 3000000 "$T/f2" >/dev/null &
+bg_track $!
+yes 'pagepipe endless input' | pp --stats -o "$T/f1" -o "$T/f2" 2>"$E"
+st=("${PIPESTATUS[@]}")
+want_status "${st[1]}" 0
+want_grep 'by tee' "$E" "the --stats path"
+end
+
+finish
