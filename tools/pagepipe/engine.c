@@ -528,6 +528,42 @@ static void chain_wait_room(struct pt_engine *e, struct pt_output *out, uint64_t
 		wait_either(e->room_efd, POLLIN, -1);
 }
 
+enum in_step {
+	IN_MOVED, /* bytes went in */
+	IN_END,   /* end of input, or an input error (reported) */
+	IN_FULL,  /* the pipe holds cap bytes, or is full */
+	IN_IDLE,  /* the input has nothing right now */
+};
+
+/* One splice from the input into the pipe whose write end is fd and which
+ * holds *held bytes (of at most e->kp_cap): the bytes go to *held and
+ * bytes_in. */
+static enum in_step input_splice(struct pt_engine *e, int fd, uint64_t *held)
+{
+	size_t want = e->kp_cap - *held < e->o->block ? e->kp_cap - *held : e->o->block;
+	if (!want)
+		return IN_FULL;
+	ssize_t got;
+	do
+		got = splice(e->in_fd, NULL, fd, NULL, want,
+		             SPLICE_F_MOVE | SPLICE_F_NONBLOCK | SPLICE_F_MORE);
+	while (got < 0 && errno == EINTR);
+	if (got > 0) {
+		*held += (uint64_t)got;
+		atomic_fetch_add(&e->bytes_in, (uint64_t)got);
+		return IN_MOVED;
+	}
+	if (got == 0) {
+		atomic_store(&e->input_state, 1);
+		return IN_END;
+	}
+	if (errno != EAGAIN) {
+		input_error(e, errno);
+		return IN_END;
+	}
+	return fd_ready(fd, POLLOUT) ? IN_IDLE : IN_FULL;
+}
+
 static void *direct_input_main(void *p)
 {
 	struct pt_engine *e = p;
@@ -536,29 +572,16 @@ static void *direct_input_main(void *p)
 	uint64_t w = 0, in_w = 0; /* pipe being filled, bytes in it */
 
 	while (!atomic_load(&e->fatal) && running(out)) {
-		int fdw = k->fd[w % (uint64_t)k->n][1];
-		size_t want = e->kp_cap - in_w < e->o->block ? e->kp_cap - in_w : e->o->block;
-		ssize_t got = want ? splice(e->in_fd, NULL, fdw, NULL, want,
-		                            SPLICE_F_MOVE | SPLICE_F_NONBLOCK | SPLICE_F_MORE)
-		                   : -1;
-		if (got > 0) {
-			in_w += (uint64_t)got;
-			atomic_fetch_add(&e->bytes_in, (uint64_t)got);
-			if (in_w == (uint64_t)got)
+		bool was_empty = in_w == 0;
+		enum in_step st = input_splice(e, k->fd[w % (uint64_t)k->n][1], &in_w);
+		if (st == IN_MOVED) {
+			if (was_empty)
 				efd_signal(k->data_efd); /* the output may wait on this pipe */
 			continue;
 		}
-		if (got == 0) {
-			atomic_store(&e->input_state, 1);
+		if (st == IN_END)
 			break;
-		}
-		if (want && errno == EINTR)
-			continue;
-		if (want && errno != EAGAIN) {
-			input_error(e, errno);
-			break;
-		}
-		if (want && fd_ready(fdw, POLLOUT)) { /* the input is not ready */
+		if (st == IN_IDLE) {
 			wait_either(e->in_fd, POLLIN, -1);
 			continue;
 		}
@@ -625,26 +648,12 @@ static void *tee_input_main(void *p)
 	bool more = true;
 
 	while (more && !atomic_load(&e->fatal)) {
-		size_t want = e->kp_cap - staged < e->o->block ? e->kp_cap - staged : e->o->block;
-		ssize_t got = want ? splice(e->in_fd, NULL, e->stage[1], NULL, want,
-		                            SPLICE_F_MOVE | SPLICE_F_NONBLOCK | SPLICE_F_MORE)
-		                   : -1;
-		if (got > 0) {
-			staged += (uint64_t)got;
-			atomic_fetch_add(&e->bytes_in, (uint64_t)got);
+		enum in_step st = input_splice(e, e->stage[1], &staged);
+		if (st == IN_MOVED)
 			continue;
-		}
-		if (got == 0) {
-			atomic_store(&e->input_state, 1);
+		if (st == IN_END)
 			break;
-		}
-		if (want && errno == EINTR)
-			continue;
-		if (want && errno != EAGAIN) {
-			input_error(e, errno);
-			break;
-		}
-		if (want && fd_ready(e->stage[1], POLLOUT) && (!staged || !outputs_hungry(e, w))) {
+		if (st == IN_IDLE && (!staged || !outputs_hungry(e, w))) {
 			/* The input is not ready, and nothing presses: wait for
 			 * it, or for an output to move on to its next pipe. */
 			struct pollfd pf[2] = { { .fd = e->in_fd, .events = POLLIN },
