@@ -217,7 +217,10 @@ ssize_t pp_fanout(struct pp_end *in, struct pp_end *const outs[], int n, size_t 
  * `out`; SIGPIPE unless PP_NOSIGPIPE), EINTR, ENOMEM, or any error of
  * read(2)/write(2) on fd.  PP_NONBLOCK on the pipe end acts as
  * PP_SPLICE_NONBLOCK, as O_NONBLOCK does for splice(2).  Spliced-in
- * buffers are neither merged into nor packets, as in Linux.
+ * buffers are neither merged into nor packets, as in Linux.  From a regular
+ * file sealed with F_SEAL_SHRINK (a memfd) the file's pages are mapped into
+ * the pipe instead of copied, until every pipe holding them has consumed
+ * them; other files are read into pool pages.
  */
 ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t len, unsigned flags);
 ssize_t pp_splice_to_fd(struct pp_end *in, int fd, off_t *off, size_t len, unsigned flags);

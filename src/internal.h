@@ -278,7 +278,7 @@ struct pp_page_slot {
 	void *addr;            /* mapping, NULL while the handle is free */
 	uint32_t next;         /* link in the pool's idle or free-handle list */
 	_Atomic uint32_t refs; /* buffers (in any pipe) and threads holding it */
-	void *owner;           /* kind-specific: the gift of a PP_KIND_USER handle */
+	void *owner;           /* kind-specific: the gift of a PP_KIND_USER or _FILE handle */
 };
 
 extern struct pp_page_slot *pp_page_dir[PP_DIR_ROOT];
@@ -327,11 +327,17 @@ struct pp_buf_ops {
 	void (*put)(const uint32_t *pages, unsigned n); /* drop one each */
 	bool (*owned)(uint32_t page); /* may a write append to it: one reference, ours */
 };
-enum { PP_KIND_ANON = 0, PP_KIND_USER, PP_KINDS };
+enum { PP_KIND_ANON = 0, PP_KIND_USER, PP_KIND_FILE, PP_KINDS };
 
-/* vmsplice.c / pool.c: caller memory as buffers. */
+/* vmsplice.c / pool.c: caller memory and mapped file pages as buffers.  A
+ * handle names the bytes and its gift record (owner); the record's release
+ * runs when the last reference to the last of its handles goes. */
 uint32_t pp_handle_user(void *addr, void *owner); /* 0 with ENOMEM */
 void pp_gift_put(void *gift);
+/* A record, holding one reference (the caller's), whose release unmaps
+ * [addr, addr + len); NULL with ENOMEM. */
+void *pp_gift_new_unmap(void *addr, size_t len);
+void pp_gift_ref(void *gift);
 extern const struct pp_buf_ops *const pp_buf_kinds[PP_KINDS];
 
 static inline const struct pp_buf_ops *pp_buf_ops_of(uint32_t flags)

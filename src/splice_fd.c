@@ -17,11 +17,20 @@
  * Bytes taken from the descriptor always land in the pipe: the reservation
  * guarantees them room.
  *
- * Not yet zero copy from files: file pages are read into pool pages.
- * Mapping them in as a buffer kind of their own is planned.
+ * From a file sealed against shrinking (F_SEAL_SHRINK, a memfd(2) that its
+ * owner sealed) the pages are mapped instead of read: the buffers are of
+ * kind PP_KIND_FILE, name the file's own pages, and one gift record per
+ * call unmaps them when the last reference goes.  Only such files: a file
+ * that can be truncated would turn a mapped page still in a pipe into
+ * SIGBUS for its reader, which the kernel's splice never risks (it holds
+ * page-cache pages, not a mapping).  Like splice(2), a reader sees the
+ * file's bytes as they are when it reads them, not as they were at the
+ * call, if someone writes to the file meanwhile.  Other files are read into
+ * pool pages.
  */
 #include <signal.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 
@@ -45,9 +54,10 @@ static const unsigned known_flags =
  * The ring, or NULL with errno set.
  */
 static struct pp_ring *fd_prologue(struct pp_end *end, int side, int fd, const off_t *off,
-                                   unsigned flags, size_t *len, bool *nonblock)
+                                   unsigned flags, size_t *len, bool *nonblock,
+                                   struct stat *stp)
 {
-	struct stat st;
+	struct stat st_own, *st = stp ? stp : &st_own;
 	if ((flags & ~known_flags) || *len > (size_t)SSIZE_MAX) {
 		errno = EINVAL;
 		return NULL;
@@ -55,12 +65,12 @@ static struct pp_ring *fd_prologue(struct pp_end *end, int side, int fd, const o
 	struct pp_ring *r = pp_end_ring_side(end, side);
 	if (!r)
 		return NULL;
-	if (fd < 0 || fstat(fd, &st) < 0) {
+	if (fd < 0 || fstat(fd, st) < 0) {
 		errno = EBADF;
 		return NULL;
 	}
 	if (off) {
-		if (S_ISFIFO(st.st_mode)) {
+		if (S_ISFIFO(st->st_mode)) {
 			errno = ESPIPE;
 			return NULL;
 		}
@@ -82,13 +92,68 @@ static struct pp_ring *fd_prologue(struct pp_end *end, int side, int fd, const o
 	return r;
 }
 
+/* Can this file's pages be mapped into pipes safely (see the top)? */
+static bool file_pages_mappable(int fd, const struct stat *st)
+{
+	if (!S_ISREG(st->st_mode))
+		return false;
+	int seals = fcntl(fd, F_GET_SEALS);
+	return seals >= 0 && (seals & F_SEAL_SHRINK);
+}
+
+/* A mapped run of a file, for up to k buffers. */
+struct file_run {
+	void *gift;     /* unmaps the run; one reference is ours */
+	uint32_t lead;  /* offset of the first byte in the first page */
+	unsigned pages; /* handles made, in pages[] */
+};
+
+/*
+ * Map the file's bytes from pos (up to len, and what k buffers hold) and
+ * make a handle per page into pages[].  The byte count (0 at end of file),
+ * or -1 when it cannot be done (the caller reads instead).
+ */
+static ssize_t map_file(int fd, off_t pos, size_t len, uint32_t k, const struct stat *st,
+                        uint32_t *pages, struct file_run *run)
+{
+	if (pos >= st->st_size)
+		return 0;
+	if ((uint64_t)(st->st_size - pos) < len)
+		len = (size_t)(st->st_size - pos);
+	off_t start = pos & ~(off_t)PP_PAGE_MASK;
+	run->lead = (uint32_t)(pos - start);
+	if (len > (size_t)k * PP_PAGE_SIZE - run->lead)
+		len = (size_t)k * PP_PAGE_SIZE - run->lead;
+	size_t maplen = (run->lead + len + PP_PAGE_MASK) & ~(size_t)PP_PAGE_MASK;
+	unsigned char *m = mmap(NULL, maplen, PROT_READ, MAP_SHARED, fd, start);
+	if (m == MAP_FAILED)
+		return -1;
+	run->gift = pp_gift_new_unmap(m, maplen);
+	if (!run->gift) {
+		munmap(m, maplen);
+		return -1;
+	}
+	for (run->pages = 0; run->pages < maplen / PP_PAGE_SIZE; run->pages++) {
+		uint32_t h = pp_handle_user(m + (size_t)run->pages * PP_PAGE_SIZE, run->gift);
+		if (!h) { /* give back what was made; the last put unmaps */
+			pp_buf_kinds[PP_KIND_FILE]->put(pages, run->pages);
+			pp_gift_put(run->gift);
+			return -1;
+		}
+		pp_gift_ref(run->gift);
+		pages[run->pages] = h;
+	}
+	return (ssize_t)len;
+}
+
 PP_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t len,
                                  unsigned flags)
 {
 	bool nonblock;
+	struct stat st;
 	if (!len)
 		return 0;
-	struct pp_ring *r = fd_prologue(out, PP_WRITE, fd, off, flags, &len, &nonblock);
+	struct pp_ring *r = fd_prologue(out, PP_WRITE, fd, off, flags, &len, &nonblock, &st);
 	if (!r)
 		return -1;
 
@@ -130,10 +195,21 @@ PP_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t 
 
 	uint32_t pages[SEGS_MAX];
 	struct iovec iov[SEGS_MAX];
-	unsigned got = pp_page_get_many(pages, k);
+	struct file_run run = { NULL, 0, 0 };
+	unsigned got = 0;
+	uint32_t kind = PP_KIND_ANON;
 	ssize_t n = -1;
 	int err = ENOMEM;
-	if (got) {
+	off_t pos = off ? *off : -1;
+	if (file_pages_mappable(fd, &st) && (off || (pos = lseek(fd, 0, SEEK_CUR)) >= 0) &&
+	    (n = map_file(fd, pos, len, k, &st, pages, &run)) >= 0) {
+		got = run.pages;
+		kind = PP_KIND_FILE;
+		if (!off && n > 0 && lseek(fd, pos + n, SEEK_SET) < 0) { /* cannot fail: it seeks */
+			err = errno;
+			n = -1;
+		}
+	} else if ((got = pp_page_get_many(pages, k))) {
 		size_t left = len;
 		for (unsigned i = 0; i < got; i++) {
 			iov[i].iov_base = pp_page_addr(pages[i]);
@@ -149,14 +225,16 @@ PP_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t 
 	pp_lock(&r->lock);
 	atomic_store_explicit(&r->reserved, LOAD(r->reserved) - k, RELAXED);
 	for (size_t done = 0; n > 0 && done < (size_t)n; pushed++) {
-		size_t part = (size_t)n - done < PP_PAGE_SIZE ? (size_t)n - done : PP_PAGE_SIZE;
+		uint32_t at = pushed ? 0 : run.lead;
+		size_t part = (size_t)n - done < PP_PAGE_SIZE - at ? (size_t)n - done
+		                                                   : PP_PAGE_SIZE - at;
 		pp_ring_push_buf(r, (struct pp_buf){
 			.page = pages[pushed],
-			.offset = 0,
+			.offset = at,
 			.len = (uint32_t)part,
 			/* Like Linux's spliced-in buffers: neither merged into
 			 * nor packets, whatever the pipe's mode. */
-			.flags = PP_KIND_ANON << PP_BUF_KIND_SHIFT,
+			.flags = kind << PP_BUF_KIND_SHIFT,
 		}, &wake_rd);
 		done += part;
 	}
@@ -169,7 +247,9 @@ PP_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t 
 		pp_futex_wake(&r->seq[PP_READ], 1);
 	if (wake_wr)
 		pp_futex_wake(&r->seq[PP_WRITE], INT_MAX);
-	pp_page_put_many(pages + pushed, got - pushed);
+	pp_buf_kinds[kind]->put(pages + pushed, got - pushed);
+	if (run.gift)
+		pp_gift_put(run.gift); /* ours; the buffers hold theirs */
 	if (n < 0) {
 		errno = err;
 		return -1;
@@ -184,7 +264,7 @@ PP_API ssize_t pp_splice_to_fd(struct pp_end *in, int fd, off_t *off, size_t len
 	bool nonblock;
 	if (!len)
 		return 0;
-	struct pp_ring *r = fd_prologue(in, PP_READ, fd, off, flags, &len, &nonblock);
+	struct pp_ring *r = fd_prologue(in, PP_READ, fd, off, flags, &len, &nonblock, NULL);
 	if (!r)
 		return -1;
 

@@ -11,9 +11,13 @@
  * the part of it that went in.  User buffers are never merged into, so no
  * write can change the caller's bytes; the caller must not change them
  * until the callback.
+ *
+ * The same records carry the pages of a file that splice_fd.c maps in
+ * (PP_KIND_FILE): their release unmaps them.
  */
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "internal.h"
 
@@ -37,6 +41,30 @@ static void gift_done(struct gift *g, size_t placed)
 	}
 	g->seg.iov_len = placed;
 	pp_gift_put(g);
+}
+
+static void unmap_release(void *arg, const struct iovec *iov)
+{
+	(void)arg;
+	munmap(iov->iov_base, iov->iov_len);
+}
+
+void *pp_gift_new_unmap(void *addr, size_t len)
+{
+	struct gift *g = malloc(sizeof *g);
+	if (!g) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	*g = (struct gift){ .release = unmap_release, .seg = { addr, len } };
+	atomic_init(&g->refs, 1);
+	return g;
+}
+
+void pp_gift_ref(void *p)
+{
+	struct gift *g = p;
+	atomic_fetch_add_explicit(&g->refs, 1, RELAXED);
 }
 
 void pp_gift_put(void *p)
