@@ -41,8 +41,10 @@
  *    thread filling the pipe from the file, one draining it to /dev/null:
  *    pp_splice_from_fd + pp_splice_to_fd through a pagepipe, against
  *    splice(2) file -> kernel pipe -> /dev/null.  The kernel moves page-cache
- *    pages by reference; pagepipe still reads file pages into pool pages
- *    (splice_fd.c says so), so expect it to lose here.
+ *    pages by reference; pagepipe still reads an ordinary file's pages
+ *    into pool pages (splice_fd.c says why), so expect it to lose here.
+ *    Then the same bytes from a memfd sealed against shrinking, whose
+ *    pages pagepipe maps instead (one mmap and munmap per call).
  *
  * 4. memory of a fan-out.  Four reader threads are stalled (blocked before
  *    their first read); 256 KiB is fanned out to their four pipes (each
@@ -86,6 +88,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -686,6 +689,36 @@ static double file_variant(int kind, const void *ctx)
 	return run_file((enum kind)kind, fr->file, fr->devnull, fr->size, 0);
 }
 
+/* Fill fd with size bytes of the stream. */
+static void fill_file(int fd, unsigned long long size)
+{
+	for (unsigned long long pos = 0; pos < size;) {
+		size_t n = size - pos < MiB ? (size_t)(size - pos) : MiB;
+		ssize_t r = write(fd, expected(pos), n);
+		if (r <= 0)
+			die("writing the temporary file");
+		pos += (unsigned long long)r;
+	}
+}
+
+/* Check, then time, one source file through both pipes. */
+static void file_case(int file, int devnull, unsigned long long size, int reps, double scale,
+                      const char *pp_what)
+{
+	/* the content check, once per kind, untimed; it also warms the cache */
+	run_file(KERNEL, file, devnull, size, 1);
+	run_file(PAGEPIPE, file, devnull, size, 1);
+
+	double med[2];
+	struct file_run fr = { file, devnull, size };
+	bench_medians(2, reps, scale, file_variant, &fr, med);
+	printf("  %-44s %9.1f MB/s\n", "kernel splice(2) file -> pipe -> /dev/null",
+	       med[KERNEL] / 1e6);
+	printf("  %-44s %9.1f MB/s\n", pp_what, med[PAGEPIPE] / 1e6);
+	printf("  %-44s %7.2fx  (no target)\n", "pagepipe / kernel", med[PAGEPIPE] / med[KERNEL]);
+	fflush(stdout);
+}
+
 static void part_file(int reps, double scale)
 {
 	unsigned long long size = scaled_total(256.0 * MiB, scale);
@@ -696,13 +729,7 @@ static void part_file(int reps, double scale)
 	if (file < 0)
 		die("mkstemp");
 	unlink(path); /* nothing is left behind, whatever happens */
-	for (unsigned long long pos = 0; pos < size;) {
-		size_t n = size - pos < MiB ? (size_t)(size - pos) : MiB;
-		ssize_t r = write(file, expected(pos), n);
-		if (r <= 0)
-			die("writing the temporary file");
-		pos += (unsigned long long)r;
-	}
+	fill_file(file, size);
 	int devnull = open("/dev/null", O_WRONLY);
 	if (devnull < 0)
 		die("/dev/null");
@@ -711,20 +738,22 @@ static void part_file(int reps, double scale)
 	fmt_amount(amt, sizeof amt, size);
 	printf("3. file to /dev/null: a %s file (page cache) -> pipe -> /dev/null, filler "
 	       "and drainer threads, 64 KiB per call\n", amt);
-	/* the content check, once per kind, untimed; it also warms the cache */
-	run_file(KERNEL, file, devnull, size, 1);
-	run_file(PAGEPIPE, file, devnull, size, 1);
-
-	double med[2];
-	struct file_run fr = { file, devnull, size };
-	bench_medians(2, reps, scale, file_variant, &fr, med);
-	printf("  %-44s %9.1f MB/s\n", "kernel splice(2) file -> pipe -> /dev/null",
-	       med[KERNEL] / 1e6);
-	printf("  %-44s %9.1f MB/s\n", "pp_splice_from_fd + pp_splice_to_fd", med[PAGEPIPE] / 1e6);
-	printf("  %-44s %7.2fx  (no target)\n\n", "pagepipe / kernel", med[PAGEPIPE] / med[KERNEL]);
-	fflush(stdout);
-	close(devnull);
+	file_case(file, devnull, size, reps, scale, "pp_splice_from_fd (reads) + pp_splice_to_fd");
 	close(file);
+
+	/* The same bytes in a memfd sealed against shrinking: pagepipe maps
+	 * its pages instead of reading them (splice_fd.c). */
+	int mfd = memfd_create("bench_zerocopy", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (mfd < 0)
+		die("memfd_create");
+	fill_file(mfd, size);
+	if (fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) != 0)
+		die("F_ADD_SEALS");
+	printf("  the same from a sealed memfd (F_SEAL_SHRINK: pagepipe maps its pages)\n");
+	file_case(mfd, devnull, size, reps, scale, "pp_splice_from_fd (maps) + pp_splice_to_fd");
+	printf("\n");
+	close(mfd);
+	close(devnull);
 }
 
 /* ---- 4. memory of a fan-out to stalled readers ---------------------------- */
