@@ -170,4 +170,40 @@ want_status "${st[1]}" 0
 want_grep 'by tee' "$E" "the --stats path"
 end
 
+# As an unprivileged user the kernel stops granting 1 MiB pipes once the
+# user's pipes hold pipe-user-pages-soft (64 MiB by default): the chains,
+# made as the input reaches them, stop growing and wrap early.  Two and
+# three outputs of 100 MiB (one of them read by a reader that sleeps
+# first, so the input waits on a wrapped chain) must still be exact.
+begin unprivileged_chains_wrap_at_pipe_quota
+if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
+	skip_case "needs root and setpriv to run as nobody"
+else
+	U=$T/unpriv
+	chmod 711 "$T" # nobody may pass through, not list
+	mkdir -p "$U" && chmod 777 "$U"
+	gen_random "$U/in" $((100 * MiB + 17))
+	chmod 644 "$U/in"
+	asnobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+	asnobody timeout -k 5 "$CASE_TIMEOUT" "$PAGEPIPE" --stats -i "$U/in" -o "$U/a" -o "$U/b" 2>"$E"
+	want_status $? 0
+	want_grep 'by tee' "$E" "the --stats path"
+	want_same "$U/in" "$U/a"
+	want_same "$U/in" "$U/b"
+	rm -f "$U/a" "$U/b" "$U/fifo" "$U/go"
+	mkfifo "$U/fifo"
+	chmod 666 "$U/fifo"
+	(sleep 1; exec cat >"$U/c") <"$U/fifo" &
+	rd=$!
+	bg_track $rd
+	asnobody timeout -k 5 "$CASE_TIMEOUT" "$PAGEPIPE" -i "$U/in" -o "$U/a" -o "$U/fifo" -o "$U/b" 2>>"$E"
+	want_status $? 0
+	wait_pid $rd 10
+	want_same "$U/in" "$U/a"
+	want_same "$U/in" "$U/b"
+	want_same "$U/in" "$U/c"
+	rm -rf "$U"
+fi
+end
+
 finish

@@ -447,8 +447,19 @@ static void *input_main(void *p)
 #define KP_MAX 512
 #define OPEN_PIPE UINT64_MAX /* filled[] of a pipe the input still fills */
 
+/*
+ * A chain's pipes are made as the input first reaches them (first lap), so
+ * a short stream pays for one pipe, not for -m of them.  made: pipes that
+ * exist, set by the input thread after making one; the output thread
+ * touches pipe r only once r < made.  n: pipes in the ring, the target
+ * until a pipe cannot be made (the kernel's pipe quota, descriptors): then
+ * the input sets n = made as it reaches index made, before any index that
+ * large was used, so r % n and w % n mean the same pipes to both sides
+ * before and after.
+ */
 struct kchain {
-	int n;
+	_Atomic int n;
+	_Atomic int made;
 	int fd[KP_MAX][2];
 	_Atomic uint64_t filled[KP_MAX]; /* input sets, output resets to OPEN_PIPE */
 	_Atomic uint64_t wseq, rseq;     /* pipe being filled / drained (free-running) */
@@ -505,16 +516,53 @@ static void chains_end(struct pt_engine *e, uint64_t w, uint64_t last)
 		atomic_store(&e->input_state, 1); /* stopped: no output left, or fatal */
 	for (int i = 0; i < e->n; i++) {
 		struct kchain *k = e->outs[i].chain;
-		atomic_store(&k->filled[w % (uint64_t)k->n], last);
+		atomic_store(&k->filled[w % (uint64_t)atomic_load(&k->n)], last);
 		atomic_store(&k->eof, true);
 		efd_signal(k->data_efd);
 	}
 }
 
+/* A kernel pipe of exactly cap bytes, or false. */
+static bool kpipe(int fd[2], int cap)
+{
+	if (pipe2(fd, O_CLOEXEC) != 0) {
+		fd[0] = fd[1] = -1;
+		return false;
+	}
+	return fcntl(fd[1], F_SETPIPE_SZ, cap) == cap; /* refused, or rounded */
+}
+
+/* Make pipe w of chain k if the input reaches it for the first time; if
+ * it cannot be made, the chain stops growing and wraps here (see struct
+ * kchain).  Input thread, before it waits for pipe w to be free: with the
+ * ring cut short, pipe w is an older pipe that may still be draining. */
+static void chain_grow(struct pt_engine *e, struct kchain *k, uint64_t w)
+{
+	int made = atomic_load(&k->made);
+	if (w == (uint64_t)made && made < atomic_load(&k->n)) {
+		int *fd = k->fd[made];
+		if (kpipe(fd, e->kp_cap)) {
+			atomic_store(&k->made, made + 1);
+		} else {
+			if (fd[0] >= 0) {
+				close(fd[0]);
+				close(fd[1]);
+			}
+			atomic_store(&k->n, made);
+		}
+	}
+}
+
+/* The write end of pipe w of chain k (made by chain_grow). */
+static int chain_wfd(struct kchain *k, uint64_t w)
+{
+	return k->fd[w % (uint64_t)atomic_load(&k->n)][1];
+}
+
 /* Publish pipe w of chain k as holding `bytes`, and move k on to w + 1. */
 static void chain_publish(struct kchain *k, uint64_t w, uint64_t bytes)
 {
-	atomic_store(&k->filled[w % (uint64_t)k->n], bytes);
+	atomic_store(&k->filled[w % (uint64_t)atomic_load(&k->n)], bytes);
 	atomic_store(&k->wseq, w + 1);
 	efd_signal(k->data_efd);
 }
@@ -523,7 +571,7 @@ static void chain_publish(struct kchain *k, uint64_t w, uint64_t bytes)
 static void chain_wait_room(struct pt_engine *e, struct pt_output *out, uint64_t w)
 {
 	struct kchain *k = out->chain;
-	while (w - atomic_load(&k->rseq) >= (uint64_t)k->n && !atomic_load(&e->fatal) &&
+	while (w - atomic_load(&k->rseq) >= (uint64_t)atomic_load(&k->n) && !atomic_load(&e->fatal) &&
 	       running(out))
 		wait_either(e->room_efd, POLLIN, -1);
 }
@@ -573,7 +621,7 @@ static void *direct_input_main(void *p)
 
 	while (!atomic_load(&e->fatal) && running(out)) {
 		bool was_empty = in_w == 0;
-		enum in_step st = input_splice(e, k->fd[w % (uint64_t)k->n][1], &in_w);
+		enum in_step st = input_splice(e, chain_wfd(k, w), &in_w);
 		if (st == IN_MOVED) {
 			if (was_empty)
 				efd_signal(k->data_efd); /* the output may wait on this pipe */
@@ -589,6 +637,7 @@ static void *direct_input_main(void *p)
 		chain_publish(k, w, in_w);
 		w++;
 		in_w = 0;
+		chain_grow(e, k, w);
 		chain_wait_room(e, out, w);
 	}
 	chains_end(e, w, in_w);
@@ -611,6 +660,9 @@ static bool stage_hand_over(struct pt_engine *e, uint64_t w, uint64_t bytes)
 {
 	int last = -1;
 	for (int i = 0; i < e->n; i++) {
+		if (!running(&e->outs[i]))
+			continue;
+		chain_grow(e, e->outs[i].chain, w);
 		chain_wait_room(e, &e->outs[i], w);
 		if (running(&e->outs[i]))
 			last = i;
@@ -622,7 +674,7 @@ static bool stage_hand_over(struct pt_engine *e, uint64_t w, uint64_t bytes)
 		struct kchain *k = out->chain;
 		if (!running(out) && i != last)
 			continue;
-		int dst = k->fd[w % (uint64_t)k->n][1];
+		int dst = chain_wfd(k, w);
 		ssize_t m;
 		do
 			m = i == last ? splice(e->stage[0], NULL, dst, NULL, bytes,
@@ -682,7 +734,7 @@ static void *tee_input_main(void *p)
  * hands over after this is at most one more round). */
 static void chain_discard(struct pt_engine *e, struct kchain *k)
 {
-	for (int i = 0; i < k->n; i++)
+	for (int i = 0; i < atomic_load(&k->made); i++)
 		while (splice(k->fd[i][0], NULL, e->sink_fd, NULL, KP_CAP, SPLICE_F_NONBLOCK) > 0)
 			;
 }
@@ -696,7 +748,8 @@ static void *direct_output_main(void *p)
 	uint64_t r = 0, done = 0; /* pipe being drained, bytes taken from it */
 
 	while (!atomic_load(&e->fatal)) {
-		int idx = (int)(r % (uint64_t)k->n);
+		int idx = (int)(r % (uint64_t)atomic_load(&k->n));
+		int rfd = idx < atomic_load(&k->made) ? k->fd[idx][0] : -1; /* -1: not made yet */
 		/* filled first: the input publishes it before wseq (a handover)
 		 * or eof (the end), so one of those follows once it is seen. */
 		uint64_t filled = atomic_load(&k->filled[idx]);
@@ -707,7 +760,7 @@ static void *direct_output_main(void *p)
 					break;
 				}
 				/* The input is between storing filled and eof. */
-				wait_either(k->fd[idx][0], POLLIN, k->data_efd);
+				wait_either(rfd, POLLIN, k->data_efd);
 				continue;
 			}
 			atomic_store(&k->filled[idx], OPEN_PIPE);
@@ -716,10 +769,14 @@ static void *direct_output_main(void *p)
 			efd_signal(e->room_efd);
 			continue;
 		}
+		if (rfd < 0) { /* the input has not reached this pipe yet */
+			wait_either(-1, POLLIN, k->data_efd);
+			continue;
+		}
 		size_t len = e->o->block;
 		if (filled != OPEN_PIPE && filled - done < len)
 			len = (size_t)(filled - done);
-		ssize_t n = splice(k->fd[idx][0], NULL, out->fd, NULL, len,
+		ssize_t n = splice(rfd, NULL, out->fd, NULL, len,
 		                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 		if (n > 0) {
 			done += (uint64_t)n;
@@ -729,8 +786,8 @@ static void *direct_output_main(void *p)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n == 0 || errno == EAGAIN) {
-			if (!fd_ready(k->fd[idx][0], POLLIN))
-				wait_either(k->fd[idx][0], POLLIN, k->data_efd); /* pipe empty */
+			if (!fd_ready(rfd, POLLIN))
+				wait_either(rfd, POLLIN, k->data_efd); /* pipe empty */
 			else
 				wait_either(out->fd, POLLOUT, -1); /* the output is not ready */
 			continue;
@@ -762,7 +819,7 @@ static bool spliceable(int fd, bool output)
 
 static void chain_free(struct kchain *k)
 {
-	for (int i = 0; i < k->n; i++) {
+	for (int i = 0; i < atomic_load(&k->made); i++) {
 		close(k->fd[i][0]);
 		close(k->fd[i][1]);
 	}
@@ -787,30 +844,22 @@ static void kernel_path_free(struct pt_engine *e)
 	}
 }
 
-/* A kernel pipe of exactly cap bytes, or false. */
-static bool kpipe(int fd[2], int cap)
-{
-	if (pipe2(fd, O_CLOEXEC) != 0) {
-		fd[0] = fd[1] = -1;
-		return false;
-	}
-	return fcntl(fd[1], F_SETPIPE_SZ, cap) == cap; /* refused, or rounded */
-}
 
-/* n kernel pipes of cap bytes for an output. */
+/* A chain of up to n kernel pipes of cap bytes for an output; the first
+ * is made now (so that a kernel that refuses pipes of cap bytes is seen
+ * before the path is chosen), the others by chain_grow. */
 static struct kchain *chain_new(int n, int cap)
 {
 	struct kchain *k = calloc(1, sizeof *k);
 	if (!k)
 		return NULL;
+	atomic_init(&k->n, n);
+	for (int i = 0; i < n; i++)
+		atomic_init(&k->filled[i], OPEN_PIPE);
 	k->data_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	bool ok = k->data_efd >= 0;
-	while (ok && k->n < n) {
-		atomic_store(&k->filled[k->n], OPEN_PIPE);
-		ok = kpipe(k->fd[k->n], cap);
-		if (k->fd[k->n][0] >= 0)
-			k->n++; /* open: closed by chain_free, whatever else failed */
-	}
+	bool ok = k->data_efd >= 0 && kpipe(k->fd[0], cap);
+	if (k->fd[0][0] >= 0)
+		atomic_store(&k->made, 1); /* open: closed by chain_free, whatever else failed */
 	if (!ok) {
 		chain_free(k);
 		return NULL;
