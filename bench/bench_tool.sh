@@ -29,12 +29,18 @@
 #                refuses an existing output, even a fifo, without it), tee FIFO.
 #                Timed: when the fast output's reader got the last byte and
 #                when it saw the end of the data (EOF: when a consumer such
-#                as a checksum finishes).  Reference: pagepipe -o FIFO -o
-#                /dev/null (no slow output) in the same rounds.
+#                as a checksum finishes).  References, no slow output, in
+#                the same rounds: pagepipe -o FIFO -o /dev/null (the kernel
+#                tee path: every descriptor splices) and the same with
+#                --no-splice (the buffer path, which -L forces).
 #                Target: with -L, the fast output's EOF comes at most 1.5
-#                times as late as in the reference (a generous margin: the
-#                runs are short and the machine is shared); tee is tied to
-#                the slow reader and shows what "affected" looks like.
+#                times as late as in the buffer-path reference, i.e. the
+#                same command on the same path without the slow sibling (a
+#                generous margin: the runs are short and the machine is
+#                shared); the ratio to the kernel-path reference is printed
+#                too.  The pv-read pagepipe variant runs on the tee path;
+#                tee is tied to the slow reader and shows what "affected"
+#                looks like.
 #                The data here is 384 MiB (scaled like the rest, at least
 #                32 MiB) and the memory limit 4/3 of it for pagepipe and
 #                mbuffer: a slow output can only fall behind by as much as
@@ -372,6 +378,8 @@ if [ -z "$only" ] || [ "$only" = slow ]; then
 	reset_variants
 	ppmid "pagepipe -o FIFO -o /dev/null (reference)" 1 1 \
 		'"$G" $S | timeout -k 5 $lim "$PP" -q -m ${M_SLOW}M -o "$tmp/fast" -o /dev/null'
+	ppmid "same, --no-splice (buffer path reference)" 3 1 \
+		'"$G" $S | timeout -k 5 $lim "$PP" -q --no-splice -m ${M_SLOW}M -o "$tmp/fast" -o /dev/null'
 	ppmid "pagepipe -o FIFO -L ${RATE_MIB}M -o /dev/null" 2 1 \
 		'"$G" $S | timeout -k 5 $lim "$PP" -q -m ${M_SLOW}M -o "$tmp/fast" -L ${RATE_MIB}M -o /dev/null'
 	have pv && ppmid "pagepipe -o FIFO -o - | pv -qL ${RATE_MIB}m" 2 1 \
@@ -383,13 +391,14 @@ if [ -z "$only" ] || [ "$only" = slow ]; then
 	have pv || echo "  pv: not installed, the pv-read variants skipped"
 
 	run_rounds
-	ref='' lw=''
+	ref='' lw='' bref=''
 	declare -a emed
 	for i in "${!v_name[@]}"; do
 		med[i]=$(echo "${times[i]}" | median)
 		emed[i]=$(echo "${eofs[i]}" | median)
 		[ "${failed[i]}" = 1 ] && continue
 		[ "${v_pp[i]}" = 1 ] && ref=${emed[i]}
+		[ "${v_pp[i]}" = 3 ] && bref=${emed[i]}
 		case ${v_name[i]} in *"-L "*) lw=${emed[i]} ;; esac
 	done
 	echo "  fast data: its last byte arrived; fast EOF: its end came (what a consumer"
@@ -405,10 +414,12 @@ if [ -z "$only" ] || [ "$only" = slow ]; then
 			"$([ -n "$ref" ] && echo "$(ratio "${emed[i]}" "$ref")x" || echo -)" \
 			"$(echo "${totals[i]}" | median)"
 	done
-	if [ -n "$ref" ] && [ -n "$lw" ]; then
-		x=$(ratio "$lw" "$ref")
+	if [ -n "$bref" ] && [ -n "$lw" ]; then
+		x=$(ratio "$lw" "$bref")
 		verdict 'x <= 1.5' "$x"
-		echo "  target: fast output's EOF unaffected by a -L ${RATE_MIB}M sibling (<= 1.5x the reference): ${x}x  $v"
+		echo "  (-L takes the buffer path: its reference is the buffer path without the slow sibling;"
+		echo "  against the kernel-path reference it is $([ -n "$ref" ] && ratio "$lw" "$ref" || echo -)x)"
+		echo "  target: fast output's EOF unaffected by a -L ${RATE_MIB}M sibling (<= 1.5x the same path without it): ${x}x  $v"
 	else
 		echo "  target: fast output unaffected by the slow one: not measured"
 	fi
