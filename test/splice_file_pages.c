@@ -44,9 +44,7 @@ static int file_maps(void)
 
 static long pool_in_use(void)
 {
-	struct pp_pool_stats st;
-	CHECK_EQ(pp_pool_stats(&st), 0);
-	return st.pages_in_use;
+	return tp_pool_stats().pages_in_use;
 }
 
 /* A memfd of size bytes of stream seed, sealed with seals (or not

@@ -90,6 +90,19 @@ static inline void tp_sleep_ms(long ms)
 		;
 }
 
+/* The pool's counters now (every field poisoned first, so a call that
+ * filled nothing shows); a failing pp_pool_stats ends the program. */
+static inline struct pp_pool_stats tp_pool_stats(void)
+{
+	struct pp_pool_stats st;
+	memset(&st, 0xff, sizeof st);
+	if (pp_pool_stats(&st) != 0) {
+		perror("pp_pool_stats");
+		abort();
+	}
+	return st;
+}
+
 static inline double tp_now(void)
 {
 	struct timespec ts;
