@@ -179,12 +179,28 @@ static void output_finished(struct pt_engine *e, struct pt_output *out, int stat
 	atomic_store(&out->state, state);
 }
 
-/* Wait until fd takes data (it was opened non-blocking by someone else). */
-static void wait_writable(int fd)
+static void efd_signal(int efd)
 {
-	struct pollfd p = { .fd = fd, .events = POLLOUT };
-	poll(&p, 1, 1000);
+	uint64_t one = 1;
+	ssize_t w = write(efd, &one, sizeof one);
+	(void)w;
 }
+
+static void efd_clear(int efd)
+{
+	uint64_t v;
+	ssize_t r = read(efd, &v, sizeof v);
+	(void)r;
+}
+
+/* Wait (up to 200 ms, so fatal errors are noticed) for fd or efd. */
+static void wait_either(int fd, short events, int efd)
+{
+	struct pollfd p[2] = { { .fd = fd, .events = events }, { .fd = efd, .events = POLLIN } };
+	if (poll(p, efd >= 0 ? 2 : 1, 200) > 0 && efd >= 0 && (p[1].revents & POLLIN))
+		efd_clear(efd);
+}
+
 
 /* Sleep until `bytes` more may go out under the output's rate limit. */
 static void rate_wait(struct pt_output *out, uint64_t t0, uint64_t sent, size_t bytes)
@@ -262,7 +278,7 @@ static void *output_main(void *p)
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN) {
-				wait_writable(out->fd);
+				wait_either(out->fd, POLLOUT, -1); /* made non-blocking by someone else */
 				continue;
 			}
 			output_failed(e, out, errno);
@@ -287,6 +303,15 @@ static void *output_main(void *p)
 }
 
 /* ---- the input thread ---------------------------------------------- */
+
+/* The input failed: report and count its error. */
+static void input_error(struct pt_engine *e, int err)
+{
+	e->input_err = err;
+	pt_msg("%s: %s", e->in_name, strerror(err));
+	atomic_store(&e->had_error, true);
+	atomic_store(&e->input_state, 2);
+}
 
 /* Room for one more block under the memory limit (and -p once full). */
 static bool room_ready(struct pt_engine *e, void *arg)
@@ -367,14 +392,10 @@ static void *input_main(void *p)
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN) { /* an input someone else made non-blocking */
-				struct pollfd pfd = { .fd = e->in_fd, .events = POLLIN };
-				poll(&pfd, 1, 1000);
+				wait_either(e->in_fd, POLLIN, -1);
 				continue;
 			}
-			e->input_err = errno;
-			pt_msg("%s: %s", e->in_name, strerror(errno));
-			atomic_store(&e->had_error, true);
-			atomic_store(&e->input_state, 2);
+			input_error(e, errno);
 			break;
 		}
 		if (n == 0) {
@@ -462,32 +483,9 @@ struct kchain {
 	_Atomic int made;
 	int fd[KP_MAX][2];
 	_Atomic uint64_t filled[KP_MAX]; /* input sets, output resets to OPEN_PIPE */
-	_Atomic uint64_t wseq, rseq;     /* pipe being filled / drained (free-running) */
-	_Atomic bool eof;                /* input thread: filled[wseq % n] is the last */
+	_Atomic uint64_t rseq;           /* pipe being drained (free-running) */
 	int data_efd;                    /* input -> this chain's output */
 };
-
-static void efd_signal(int efd)
-{
-	uint64_t one = 1;
-	ssize_t w = write(efd, &one, sizeof one);
-	(void)w;
-}
-
-static void efd_clear(int efd)
-{
-	uint64_t v;
-	ssize_t r = read(efd, &v, sizeof v);
-	(void)r;
-}
-
-/* Wait (up to 200 ms, so fatal errors are noticed) for fd or efd. */
-static void wait_either(int fd, short events, int efd)
-{
-	struct pollfd p[2] = { { .fd = fd, .events = events }, { .fd = efd, .events = POLLIN } };
-	if (poll(p, efd >= 0 ? 2 : 1, 200) > 0 && efd >= 0 && (p[1].revents & POLLIN))
-		efd_clear(efd);
-}
 
 static bool fd_ready(int fd, short events)
 {
@@ -500,13 +498,11 @@ static bool running(const struct pt_output *out)
 	return atomic_load(&out->state) == PT_OUT_RUNNING;
 }
 
-/* The input stops: its error, if any, is reported and counted. */
-static void input_error(struct pt_engine *e, int err)
+/* Wake every output thread that may wait for its chain's next pipe. */
+static void chains_signal(struct pt_engine *e)
 {
-	e->input_err = err;
-	pt_msg("%s: %s", e->in_name, strerror(err));
-	atomic_store(&e->had_error, true);
-	atomic_store(&e->input_state, 2);
+	for (int i = 0; i < e->n; i++)
+		efd_signal(e->outs[i].chain->data_efd);
 }
 
 /* End of data for every chain: pipe w, holding `last` bytes, is the last. */
@@ -517,9 +513,9 @@ static void chains_end(struct pt_engine *e, uint64_t w, uint64_t last)
 	for (int i = 0; i < e->n; i++) {
 		struct kchain *k = e->outs[i].chain;
 		atomic_store(&k->filled[w % (uint64_t)atomic_load(&k->n)], last);
-		atomic_store(&k->eof, true);
-		efd_signal(k->data_efd);
 	}
+	atomic_store(&e->kp_eof, true);
+	chains_signal(e);
 }
 
 /* A kernel pipe of exactly cap bytes, or false. */
@@ -559,12 +555,18 @@ static int chain_wfd(struct kchain *k, uint64_t w)
 	return k->fd[w % (uint64_t)atomic_load(&k->n)][1];
 }
 
-/* Publish pipe w of chain k as holding `bytes`, and move k on to w + 1. */
-static void chain_publish(struct kchain *k, uint64_t w, uint64_t bytes)
+/* Pipe w of chain k holds `bytes` (published to its output by chains_advance). */
+static void chain_fill(struct kchain *k, uint64_t w, uint64_t bytes)
 {
 	atomic_store(&k->filled[w % (uint64_t)atomic_load(&k->n)], bytes);
-	atomic_store(&k->wseq, w + 1);
-	efd_signal(k->data_efd);
+}
+
+/* Every chain moves on to pipe w: after chain_fill of the pipes before it,
+ * so that an output that sees wseq move also sees its pipe's count. */
+static void chains_advance(struct pt_engine *e, uint64_t w)
+{
+	atomic_store(&e->kp_wseq, w);
+	chains_signal(e);
 }
 
 /* Wait until pipe w of chain k is free: its output finished the lap before. */
@@ -634,8 +636,8 @@ static void *direct_input_main(void *p)
 			continue;
 		}
 		/* This pipe is full (or holds cap bytes): hand it over, take the next. */
-		chain_publish(k, w, in_w);
-		w++;
+		chain_fill(k, w, in_w);
+		chains_advance(e, ++w);
 		in_w = 0;
 		chain_grow(e, k, w);
 		chain_wait_room(e, out, w);
@@ -688,8 +690,9 @@ static bool stage_hand_over(struct pt_engine *e, uint64_t w, uint64_t bytes)
 			set_fatal(e);
 			return false;
 		}
-		chain_publish(k, w, bytes);
+		chain_fill(k, w, bytes);
 	}
+	chains_advance(e, w + 1);
 	return true;
 }
 
@@ -708,10 +711,7 @@ static void *tee_input_main(void *p)
 		if (st == IN_IDLE && (!staged || !outputs_hungry(e, w))) {
 			/* The input is not ready, and nothing presses: wait for
 			 * it, or for an output to move on to its next pipe. */
-			struct pollfd pf[2] = { { .fd = e->in_fd, .events = POLLIN },
-			                        { .fd = e->room_efd, .events = POLLIN } };
-			if (poll(pf, 2, 200) > 0 && (pf[1].revents & POLLIN))
-				efd_clear(e->room_efd);
+			wait_either(e->in_fd, POLLIN, e->room_efd);
 			continue;
 		}
 		more = stage_hand_over(e, w, staged);
@@ -754,8 +754,8 @@ static void *direct_output_main(void *p)
 		 * or eof (the end), so one of those follows once it is seen. */
 		uint64_t filled = atomic_load(&k->filled[idx]);
 		if (filled != OPEN_PIPE && done == filled) {
-			if (atomic_load(&k->wseq) == r) {
-				if (atomic_load(&k->eof)) { /* the last pipe, drained */
+			if (atomic_load(&e->kp_wseq) == r) {
+				if (atomic_load(&e->kp_eof)) { /* the last pipe, drained */
 					output_finished(e, out, PT_OUT_DONE);
 					break;
 				}

@@ -61,6 +61,9 @@ struct pt_engine {
 	int kp_cap;                      /* its kernel pipes' size in bytes */
 	int stage[2];                    /* tee path: the input thread's stage pipe */
 	int room_efd;                    /* kernel paths: outputs -> input, "a pipe is free" */
+	_Atomic uint64_t kp_wseq;        /* kernel paths: the pipe every chain fills next
+	                                  * (free-running; input thread) */
+	_Atomic bool kp_eof;             /* kernel paths: filled[kp_wseq % n] is the last */
 	int sink_fd;                     /* tee path: /dev/null, to discard a dropped output's data */
 
 	/* Counters and states, atomics: one writer each, anyone reads. */
