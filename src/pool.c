@@ -267,22 +267,14 @@ static const struct pp_buf_ops user_ops = {
 	.owned = never_owned,
 };
 
-/*
- * Pages of a file mapped in by pp_splice_from_fd (splice_fd.c): held like
- * caller memory, through a gift record whose release unmaps them once the
- * last reference goes.  Never merged into: a write must not reach the
- * file (the mapping is read-only besides).
- */
-static const struct pp_buf_ops file_ops = {
-	.get = anon_get,
-	.put = user_put,
-	.owned = never_owned,
-};
-
 const struct pp_buf_ops *const pp_buf_kinds[PP_KINDS] = {
 	[PP_KIND_ANON] = &anon_ops,
 	[PP_KIND_USER] = &user_ops,
-	[PP_KIND_FILE] = &file_ops,
+	/* Pages of a file mapped in by pp_splice_from_fd (splice_fd.c): held
+	 * like caller memory, through a gift record whose release unmaps them
+	 * once the last reference goes; never merged into, so no write reaches
+	 * the file (the mapping is read-only besides). */
+	[PP_KIND_FILE] = &user_ops,
 };
 
 uint32_t pp_page_get(void)

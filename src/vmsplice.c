@@ -49,16 +49,23 @@ static void unmap_release(void *arg, const struct iovec *iov)
 	munmap(iov->iov_base, iov->iov_len);
 }
 
-void *pp_gift_new_unmap(void *addr, size_t len)
+/* A record for seg holding one reference (its maker's); NULL with ENOMEM. */
+static struct gift *gift_new(void (*release)(void *, const struct iovec *), void *arg,
+                             struct iovec seg)
 {
 	struct gift *g = malloc(sizeof *g);
 	if (!g) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	*g = (struct gift){ .release = unmap_release, .seg = { addr, len } };
+	*g = (struct gift){ .release = release, .arg = arg, .seg = seg };
 	atomic_init(&g->refs, 1);
 	return g;
+}
+
+void *pp_gift_new_unmap(void *addr, size_t len)
+{
+	return gift_new(unmap_release, NULL, (struct iovec){ addr, len });
 }
 
 void pp_gift_ref(void *p)
@@ -139,14 +146,9 @@ PP_API ssize_t pp_vmsplice(struct pp_end *out, const struct iovec *iov, unsigned
 			waited = true;
 			continue;
 		}
-		if (!g) {
-			g = malloc(sizeof *g);
-			if (!g) {
-				err = ENOMEM;
-				break;
-			}
-			*g = (struct gift){ .release = release, .arg = arg, .seg = *v };
-			atomic_init(&g->refs, 1);
+		if (!g && !(g = gift_new(release, arg, *v))) {
+			err = ENOMEM;
+			break;
 		}
 		size_t chunk = v->iov_len - seg_off < PP_PAGE_SIZE ? v->iov_len - seg_off : PP_PAGE_SIZE;
 		if (chunk > PP_MAX_RW - placed)
@@ -156,7 +158,7 @@ PP_API ssize_t pp_vmsplice(struct pp_end *out, const struct iovec *iov, unsigned
 			err = ENOMEM;
 			break;
 		}
-		atomic_fetch_add_explicit(&g->refs, 1, RELAXED);
+		pp_gift_ref(g);
 		pp_ring_push_buf(r, (struct pp_buf){
 			.page = h,
 			.offset = 0,
