@@ -232,59 +232,47 @@ static void fz_pages_taken(long n)
 
 /* ---- decoding the input ---------------------------------------------- */
 
-struct fz_in {
-	const uint8_t *p;
-	size_t n;
-};
-
-static unsigned fz_byte(struct fz_in *in)
-{
-	if (!in->n)
-		return 0;
-	in->n--;
-	return *in->p++;
-}
 
 /* A read or write size: biased to the edges that matter (0, small, around
  * a page, page multiples), up to FZ_MAX_IO. */
-static size_t fz_size(struct fz_in *in)
+static size_t fz_size(struct fuzz_in *in)
 {
-	unsigned c = fz_byte(in), lo = c & 31;
+	unsigned c = fuzz_byte(in), lo = c & 31;
 	size_t n = 0;
 	switch (c >> 5) {
 	case 0: n = lo ? lo : 0; break;
-	case 1: n = 1 + fz_byte(in); break;
+	case 1: n = 1 + fuzz_byte(in); break;
 	case 2: n = FZ_PAGE - 16 + lo; break;
 	case 3: n = (size_t)(lo + 1) * FZ_PAGE; break;
 	case 4: /* two bytes, little-endian (read in sequence) */
-		n = fz_byte(in);
-		n |= (size_t)fz_byte(in) << 8;
+		n = fuzz_byte(in);
+		n |= (size_t)fuzz_byte(in) << 8;
 		break;
 	case 5:
-		n = fz_byte(in);
-		n |= (size_t)fz_byte(in) << 8;
-		n |= (size_t)fz_byte(in) << 16;
+		n = fuzz_byte(in);
+		n |= (size_t)fuzz_byte(in) << 8;
+		n |= (size_t)fuzz_byte(in) << 16;
 		n %= FZ_MAX_IO + 1;
 		break;
-	case 6: n = (size_t)(lo + 1) * FZ_PAGE + (size_t)(int8_t)fz_byte(in); break;
+	case 6: n = (size_t)(lo + 1) * FZ_PAGE + (size_t)(int8_t)fuzz_byte(in); break;
 	default: n = (size_t)(lo % 4) * FZ_PAGE + 1 + (lo >> 2) * 511; break;
 	}
 	return n > FZ_MAX_IO ? FZ_MAX_IO : n;
 }
 
 /* A capacity request for pp_setsize / pp_setmaxsize. */
-static size_t fz_capacity(struct fz_in *in)
+static size_t fz_capacity(struct fuzz_in *in)
 {
 	static const size_t table[] = {
 		0, 1, 4095, 4096, 4097, 8191, 8192, 12288, 16384, 32768, 65535,
 		65536, 65537, 131072, 262144, 1048575, 1048576, 1048577, 2097152,
 		1ul << 31, (1ul << 31) + 1, (size_t)-1, 8193, 3 * 4096,
 	};
-	unsigned c = fz_byte(in);
+	unsigned c = fuzz_byte(in);
 	if (c < 200)
 		return table[c % (sizeof table / sizeof table[0])];
-	size_t v = (size_t)fz_byte(in) << 8;
-	v |= fz_byte(in);
+	size_t v = (size_t)fuzz_byte(in) << 8;
+	v |= fuzz_byte(in);
 	return v << (c % 8);
 }
 
@@ -300,25 +288,25 @@ static uint32_t fz_round_pages(size_t size)
 }
 
 /* A live pipe chosen by the input, or NULL when there is none. */
-static struct fz_pipe *fz_pick_pipe(struct fz_in *in)
+static struct fz_pipe *fz_pick_pipe(struct fuzz_in *in)
 {
 	int live[FZ_MAX_PIPES], n = 0;
 	for (int i = 0; i < FZ_MAX_PIPES; i++)
 		if (fz_p[i].live)
 			live[n++] = i;
-	unsigned c = fz_byte(in);
+	unsigned c = fuzz_byte(in);
 	return n ? &fz_p[live[c % (unsigned)n]] : NULL;
 }
 
-static int fz_pick_handle(struct fz_in *in, struct fz_pipe *p, int side)
+static int fz_pick_handle(struct fuzz_in *in, struct fz_pipe *p, int side)
 {
-	unsigned c = fz_byte(in);
+	unsigned c = fuzz_byte(in);
 	return p->nh[side] ? (int)(c % (unsigned)p->nh[side]) : -1;
 }
 
 /* What an operation on one side works on: side c & 1 of pipe p (none if p
  * is NULL) and one of that side's open handles; -1 to skip the operation. */
-static int fz_pick_side(struct fz_in *in, struct fz_pipe *p, unsigned c, int *side)
+static int fz_pick_side(struct fuzz_in *in, struct fz_pipe *p, unsigned c, int *side)
 {
 	*side = c & 1;
 	return p ? fz_pick_handle(in, p, *side) : -1;
@@ -440,14 +428,14 @@ static void fz_check_all(void)
 
 /* Split n bytes into nseg segments (sizes from the input, empty ones
  * allowed) laid out in buf with FZ_GAP canary bytes before each. */
-static int fz_segments(struct fz_in *in, unsigned char *buf, size_t n, int nseg,
+static int fz_segments(struct fuzz_in *in, unsigned char *buf, size_t n, int nseg,
                        struct iovec *iov)
 {
 	size_t left = n, at = 0;
 	for (int i = 0; i < nseg; i++) {
 		size_t len = left;
 		if (i < nseg - 1)
-			len = left * fz_byte(in) / 255;
+			len = left * fuzz_byte(in) / 255;
 		at += FZ_GAP;
 		iov[i].iov_base = buf + at;
 		iov[i].iov_len = len;
@@ -459,9 +447,9 @@ static int fz_segments(struct fz_in *in, unsigned char *buf, size_t n, int nseg,
 
 /* ---- operations ------------------------------------------------------------ */
 
-static void fz_op_pipe(struct fz_in *in)
+static void fz_op_pipe(struct fuzz_in *in)
 {
-	unsigned c = fz_byte(in);
+	unsigned c = fuzz_byte(in);
 	int flags = (c & 1 ? PP_NONBLOCK : 0) | (c & 2 ? PP_PACKET : 0) | (c & 4 ? PP_NOSIGPIPE : 0);
 	struct pp_end *ends[2] = { NULL, NULL };
 	if ((c & 0xf8) == 0xf8) {
@@ -547,14 +535,14 @@ static void fz_set_nb(struct pp_end *e, bool nb)
 	FZ_CHECK(pp_setfl(e, nb ? PP_NONBLOCK : 0) == 0, "pp_setfl failed: %s", strerror(errno));
 }
 
-static void fz_op_write(struct fz_in *in)
+static void fz_op_write(struct fuzz_in *in)
 {
 	struct fz_pipe *p = fz_pick_pipe(in);
 	if (!p)
 		return;
 	int j = fz_pick_handle(in, p, FZ_W);
 	size_t n = fz_size(in);
-	unsigned mode = fz_byte(in);
+	unsigned mode = fuzz_byte(in);
 	int nseg = (int)((mode >> 1) & 7); /* 0: pp_write */
 	struct iovec iov[FZ_MAX_SEGS];
 	if (j < 0)
@@ -663,14 +651,14 @@ static size_t fz_sim_read(struct fz_pipe *p, size_t n, bool apply)
 	return got;
 }
 
-static void fz_op_read(struct fz_in *in)
+static void fz_op_read(struct fuzz_in *in)
 {
 	struct fz_pipe *p = fz_pick_pipe(in);
 	if (!p)
 		return;
 	int j = fz_pick_handle(in, p, FZ_R);
 	size_t n = fz_size(in);
-	unsigned mode = fz_byte(in);
+	unsigned mode = fuzz_byte(in);
 	int nseg = (int)((mode >> 1) & 7);
 	struct iovec iov[FZ_MAX_SEGS];
 	if (j < 0)
@@ -748,25 +736,25 @@ static void fz_op_read(struct fz_in *in)
 		         "byte %zu of the buffer, past the last segment, was written", cursor);
 }
 
-static void fz_op_setfl(struct fz_in *in)
+static void fz_op_setfl(struct fuzz_in *in)
 {
 	struct fz_pipe *p = fz_pick_pipe(in);
-	unsigned c = fz_byte(in);
+	unsigned c = fuzz_byte(in);
 	int side;
 	int j = fz_pick_side(in, p, c, &side);
 	if (j < 0)
 		return;
 	/* Random bits: only PP_NONBLOCK may change. */
-	int fl = (int)(fz_byte(in) | (c & 0x80 ? 0x100 : 0));
+	int fl = (int)(fuzz_byte(in) | (c & 0x80 ? 0x100 : 0));
 	fz_name("pp_setfl(pipe %u side %d handle %d, %#x)", p->id, side, j, fl);
 	FZ_CHECK(pp_setfl(p->h[side][j], fl) == 0, "pp_setfl failed: %s", strerror(errno));
 	p->nonblock[side] = fl & PP_NONBLOCK;
 }
 
-static void fz_op_dup(struct fz_in *in)
+static void fz_op_dup(struct fuzz_in *in)
 {
 	struct fz_pipe *p = fz_pick_pipe(in);
-	unsigned c = fz_byte(in);
+	unsigned c = fuzz_byte(in);
 	int side;
 	int j = fz_pick_side(in, p, c, &side);
 	if (j < 0 || p->nh[side] >= FZ_MAX_HANDLES)
@@ -805,10 +793,10 @@ static void fz_close_handle(struct fz_pipe *p, int side, int j)
 	memset(p, 0, sizeof *p);
 }
 
-static void fz_op_close(struct fz_in *in)
+static void fz_op_close(struct fuzz_in *in)
 {
 	struct fz_pipe *p = fz_pick_pipe(in);
-	unsigned c = fz_byte(in);
+	unsigned c = fuzz_byte(in);
 	int side;
 	int j = fz_pick_side(in, p, c, &side);
 	if (j < 0)
@@ -816,10 +804,10 @@ static void fz_op_close(struct fz_in *in)
 	fz_close_handle(p, side, j);
 }
 
-static void fz_op_setsize(struct fz_in *in)
+static void fz_op_setsize(struct fuzz_in *in)
 {
 	struct fz_pipe *p = fz_pick_pipe(in);
-	unsigned c = fz_byte(in);
+	unsigned c = fuzz_byte(in);
 	size_t size = fz_capacity(in);
 	int side;
 	int j = fz_pick_side(in, p, c, &side);
@@ -846,10 +834,10 @@ static void fz_op_setsize(struct fz_in *in)
 		p->max_pages = pages;
 }
 
-static void fz_op_fd(struct fz_in *in)
+static void fz_op_fd(struct fuzz_in *in)
 {
 	struct fz_pipe *p = fz_pick_pipe(in);
-	unsigned c = fz_byte(in);
+	unsigned c = fuzz_byte(in);
 	int side;
 	int j = fz_pick_side(in, p, c, &side);
 	if (j < 0)
@@ -866,9 +854,9 @@ static void fz_op_fd(struct fz_in *in)
 	p->fd[side] = fd;
 }
 
-static void fz_op_pool(struct fz_in *in)
+static void fz_op_pool(struct fuzz_in *in)
 {
-	unsigned c = fz_byte(in), v = fz_byte(in);
+	unsigned c = fuzz_byte(in), v = fuzz_byte(in);
 	long got, want;
 	errno = 0;
 	switch (c % 5) {
@@ -908,7 +896,7 @@ static void fz_op_pool(struct fz_in *in)
 		break;
 	}
 	case 3: {
-		struct fz_in sub = { in->p, in->n };
+		struct fuzz_in sub = { in->p, in->n };
 		size_t size = fz_capacity(&sub);
 		in->p = sub.p;
 		in->n = sub.n;
@@ -935,10 +923,10 @@ static void fz_op_pool(struct fz_in *in)
 }
 
 /* Calls that must fail and change nothing. */
-static void fz_op_bad(struct fz_in *in)
+static void fz_op_bad(struct fuzz_in *in)
 {
 	struct fz_pipe *p = fz_pick_pipe(in);
-	unsigned c = fz_byte(in);
+	unsigned c = fuzz_byte(in);
 	int side;
 	int j = fz_pick_side(in, p, c, &side);
 	if (j < 0)
@@ -1005,7 +993,7 @@ static void fz_setup_once(void)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct fz_in in = { data, size };
+	struct fuzz_in in = { data, size };
 	struct pp_pool_stats st;
 
 	fz_setup_once();
@@ -1027,12 +1015,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fz_pool.maxsize = FZ_DEF_MAXSIZE;
 
 	/* One pipe to start with, so that most inputs do something. */
-	struct fz_in first = { (const uint8_t *)"\0", 1 };
+	struct fuzz_in first = { (const uint8_t *)"\0", 1 };
 	fz_op_pipe(&first);
 	fz_check_all();
 
 	while (in.n) {
-		unsigned op = fz_byte(&in);
+		unsigned op = fuzz_byte(&in);
 		fz_step++;
 		snprintf(fz_op, sizeof fz_op, "op %u", op);
 		switch (op % 16) {

@@ -75,25 +75,13 @@ __attribute__((format(printf, 1, 2), noreturn)) static void po_fail(const char *
 			po_fail(__VA_ARGS__);                                            \
 	} while (0)
 
-struct po_in {
-	const uint8_t *p;
-	size_t n;
-};
-
-static unsigned po_byte(struct po_in *in)
-{
-	if (!in->n)
-		return 0;
-	in->n--;
-	return *in->p++;
-}
 
 /* Up to max bytes, to a 0 byte or the end, into s (terminated). */
-static size_t po_string(struct po_in *in, char *s, size_t max)
+static size_t po_string(struct fuzz_in *in, char *s, size_t max)
 {
 	size_t k = 0;
 	while (in->n && k < max) {
-		unsigned c = po_byte(in);
+		unsigned c = fuzz_byte(in);
 		if (!c)
 			break;
 		s[k++] = (char)c;
@@ -134,7 +122,7 @@ static int po_ref_size(const char *s, uint64_t *out)
 	return 0;
 }
 
-static void po_size_string(struct po_in *in)
+static void po_size_string(struct fuzz_in *in)
 {
 	char s[PO_MAX_STR + 1];
 	po_string(in, s, 40);
@@ -147,12 +135,12 @@ static void po_size_string(struct po_in *in)
 }
 
 /* print(x) in one of several forms; parse must give x back. */
-static void po_size_value(struct po_in *in)
+static void po_size_value(struct fuzz_in *in)
 {
 	uint64_t x = 0;
 	for (int k = 0; k < 8; k++)
-		x |= (uint64_t)po_byte(in) << (8 * k);
-	unsigned form = po_byte(in);
+		x |= (uint64_t)fuzz_byte(in) << (8 * k);
+	unsigned form = fuzz_byte(in);
 	/* Small values too, most of the time. */
 	if (form & 0x80)
 		x >>= (form & 0x3f);
@@ -176,7 +164,7 @@ static void po_size_value(struct po_in *in)
 	PO_CHECK(got == x, "gave %" PRIu64 ", want %" PRIu64, got, x);
 }
 
-static void po_pct(struct po_in *in)
+static void po_pct(struct fuzz_in *in)
 {
 	char s[PO_MAX_STR + 1];
 	po_string(in, s, 6);
@@ -218,22 +206,22 @@ struct po_argv {
 };
 
 /* Arguments: a token, a token glued to the next one (bit 7), or raw bytes. */
-static void po_make_argv(struct po_in *in, struct po_argv *a)
+static void po_make_argv(struct fuzz_in *in, struct po_argv *a)
 {
-	unsigned n = 1 + po_byte(in) % PO_MAX_ARGS;
+	unsigned n = 1 + fuzz_byte(in) % PO_MAX_ARGS;
 	a->argc = 0;
 	a->argv[a->argc] = a->store[a->argc];
 	strcpy(a->store[a->argc++], "pagepipe");
 	while ((unsigned)a->argc < n && in->n) {
 		char *s = a->store[a->argc];
-		unsigned c = po_byte(in);
+		unsigned c = fuzz_byte(in);
 		s[0] = 0;
 		if ((c & 0x7f) == 0x7f) {
 			po_string(in, s, PO_MAX_STR);
 		} else {
 			strcpy(s, po_tokens[(c & 0x7f) % PO_NTOKENS]);
 			if (c & 0x80) {
-				unsigned d = po_byte(in);
+				unsigned d = fuzz_byte(in);
 				strcat(s, po_tokens[d % PO_NTOKENS]);
 			}
 		}
@@ -315,11 +303,11 @@ static void po_reparse(const struct pt_opts *o)
 	PO_CHECK(po_same(o, &again), "the options printed back parse to other options");
 }
 
-static void po_args(struct po_in *in)
+static void po_args(struct fuzz_in *in)
 {
 	static struct po_argv a, copy;
 	po_make_argv(in, &a);
-	size_t errlen = po_byte(in) % 200;
+	size_t errlen = fuzz_byte(in) % 200;
 	po_describe(&a);
 	copy = a;
 	for (int i = 0; i < a.argc; i++)
@@ -389,10 +377,10 @@ static void po_args(struct po_in *in)
 
 int PO_ENTRY(const uint8_t *data, size_t size)
 {
-	struct po_in in = { data, size };
+	struct fuzz_in in = { data, size };
 	po_step = 0;
 	while (in.n) {
-		unsigned op = po_byte(&in);
+		unsigned op = fuzz_byte(&in);
 		po_step++;
 		switch (op % 4) {
 		case 0: po_size_string(&in); break;

@@ -1,7 +1,8 @@
 /*
  * fuzz_report.h - how every fuzz target reports: one broken invariant ends
  * the run with the target, the step and the step's name (so a crash input
- * can be replayed and read), and FUZZ_VERBOSE traces each step.  Shared by
+ * can be replayed and read), and FUZZ_VERBOSE traces each step; and how
+ * each reads its input, a byte at a time (0 once it is used up).  Shared by
  * fuzz_ops.c, fuzz_zerocopy.c and fuzz_opts.c, which test/fuzz_replay.c
  * includes into one program, hence the include guard.
  */
@@ -10,6 +11,7 @@
 
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -31,6 +33,20 @@ static inline void fuzz_vname(char *op, size_t oplen, bool verbose, unsigned lon
 	vsnprintf(op, oplen, fmt, ap);
 	if (verbose)
 		fprintf(stderr, "step %lu: %s\n", step, op);
+}
+
+/* The fuzzer's input, consumed from the front. */
+struct fuzz_in {
+	const uint8_t *p;
+	size_t n;
+};
+
+static inline unsigned fuzz_byte(struct fuzz_in *in)
+{
+	if (!in->n)
+		return 0;
+	in->n--;
+	return *in->p++;
 }
 
 #endif

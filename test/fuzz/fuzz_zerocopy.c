@@ -127,41 +127,29 @@ static int zf_index(const struct zm_pipe *p)
 
 /* ---- decoding ----------------------------------------------------------- */
 
-struct zf_in {
-	const uint8_t *p;
-	size_t n;
-};
-
-static unsigned zf_byte(struct zf_in *in)
-{
-	if (!in->n)
-		return 0;
-	in->n--;
-	return *in->p++;
-}
 
 /* A byte count: 0-31 as is; 1+B; around a page; whole pages; 16 and 24
  * bits; pages plus or minus a little; odd sizes.  At most ZF_MAX_IO. */
-static size_t zf_size(struct zf_in *in)
+static size_t zf_size(struct fuzz_in *in)
 {
-	unsigned c = zf_byte(in), lo = c & 31;
+	unsigned c = fuzz_byte(in), lo = c & 31;
 	size_t n;
 	switch (c >> 5) {
 	case 0: n = lo; break;
-	case 1: n = 1 + zf_byte(in); break;
+	case 1: n = 1 + fuzz_byte(in); break;
 	case 2: n = 4096 - 16 + lo; break;
 	case 3: n = (size_t)(lo + 1) * 4096; break;
 	case 4:
-		n = zf_byte(in);
-		n |= (size_t)zf_byte(in) << 8;
+		n = fuzz_byte(in);
+		n |= (size_t)fuzz_byte(in) << 8;
 		break;
 	case 5:
-		n = zf_byte(in);
-		n |= (size_t)zf_byte(in) << 8;
-		n |= (size_t)zf_byte(in) << 16;
+		n = fuzz_byte(in);
+		n |= (size_t)fuzz_byte(in) << 8;
+		n |= (size_t)fuzz_byte(in) << 16;
 		n %= ZF_MAX_IO + 1;
 		break;
-	case 6: n = (size_t)(lo + 1) * 4096 + (size_t)(int8_t)zf_byte(in); break;
+	case 6: n = (size_t)(lo + 1) * 4096 + (size_t)(int8_t)fuzz_byte(in); break;
 	default: n = (size_t)(lo % 4) * 4096 + 1 + (lo >> 2) * 511; break;
 	}
 	return n > ZF_MAX_IO ? ZF_MAX_IO : n;
@@ -169,18 +157,18 @@ static size_t zf_size(struct zf_in *in)
 
 /* A length for the splice calls: a size; ff: "everything" (1 GiB), fe:
  * SIZE_MAX (clamped by the library as read(2) clamps). */
-static size_t zf_len(struct zf_in *in)
+static size_t zf_len(struct fuzz_in *in)
 {
 	if (in->n && in->p[0] >= 0xfe)
-		return zf_byte(in) == 0xff ? (size_t)1 << 30 : SIZE_MAX;
+		return fuzz_byte(in) == 0xff ? (size_t)1 << 30 : SIZE_MAX;
 	return zf_size(in);
 }
 
 /* A live pipe whose `side` is open, chosen by a byte; NULL if none. */
-static struct zm_pipe *zf_pick(struct zf_in *in, int side)
+static struct zm_pipe *zf_pick(struct fuzz_in *in, int side)
 {
 	int c[ZF_PIPES], n = 0;
-	unsigned b = zf_byte(in);
+	unsigned b = fuzz_byte(in);
 	for (int i = 0; i < ZF_PIPES; i++)
 		if (zm_p[i].live && zm_p[i].end[side])
 			c[n++] = i;
@@ -188,10 +176,10 @@ static struct zm_pipe *zf_pick(struct zf_in *in, int side)
 }
 
 /* Any live pipe (even one with a side closed). */
-static struct zm_pipe *zf_pick_any(struct zf_in *in)
+static struct zm_pipe *zf_pick_any(struct fuzz_in *in)
 {
 	int c[ZF_PIPES], n = 0;
-	unsigned b = zf_byte(in);
+	unsigned b = fuzz_byte(in);
 	for (int i = 0; i < ZF_PIPES; i++)
 		if (zm_p[i].live)
 			c[n++] = i;
@@ -306,9 +294,9 @@ static void zf_fds_reset(void)
 
 /* ---- operations ----------------------------------------------------------------- */
 
-static void zf_op_pipe(struct zf_in *in)
+static void zf_op_pipe(struct fuzz_in *in)
 {
-	unsigned c = zf_byte(in);
+	unsigned c = fuzz_byte(in);
 	int flags = (c & 1 ? PP_NONBLOCK : 0) | (c & 2 ? PP_PACKET : 0) | (c & 4 ? PP_NOSIGPIPE : 0);
 	int i = 0;
 	while (i < ZF_PIPES && zm_p[i].live)
@@ -323,11 +311,11 @@ static void zf_op_pipe(struct zf_in *in)
 	zf_nb[i][0] = zf_nb[i][1] = flags & PP_NONBLOCK;
 }
 
-static void zf_op_write(struct zf_in *in)
+static void zf_op_write(struct fuzz_in *in)
 {
 	struct zm_pipe *p = zf_pick(in, ZM_W);
 	size_t n = zf_size(in);
-	unsigned mode = zf_byte(in);
+	unsigned mode = fuzz_byte(in);
 	if (!p)
 		return;
 	int i = zf_index(p);
@@ -359,11 +347,11 @@ static void zf_op_write(struct zf_in *in)
 		ZF_CHECK(zm_write_apply(p, src, n, merged, (size_t)got), "model: write not applied");
 }
 
-static void zf_op_read(struct zf_in *in)
+static void zf_op_read(struct fuzz_in *in)
 {
 	struct zm_pipe *p = zf_pick(in, ZM_R);
 	size_t n = zf_size(in);
-	unsigned mode = zf_byte(in);
+	unsigned mode = fuzz_byte(in);
 	if (!p)
 		return;
 	int i = zf_index(p), eerr = 0;
@@ -405,16 +393,16 @@ static unsigned zf_splice_flags(unsigned c)
 }
 
 /* pp_splice (kind 0), pp_tee (1), pp_fanout (2). */
-static void zf_op_xfer(struct zf_in *in, int kind)
+static void zf_op_xfer(struct fuzz_in *in, int kind)
 {
 	static const char *const names[] = { "pp_splice", "pp_tee", "pp_fanout" };
 	struct zm_pipe *src = zf_pick(in, ZM_R);
-	int n = kind == 2 ? 1 + (int)(zf_byte(in) % 4) : 1;
+	int n = kind == 2 ? 1 + (int)(fuzz_byte(in) % 4) : 1;
 	struct zm_pipe *outs[4];
 	for (int k = 0; k < n; k++)
 		outs[k] = zf_pick(in, ZM_W);
 	size_t len = zf_len(in);
-	unsigned fb = zf_byte(in);
+	unsigned fb = fuzz_byte(in);
 	unsigned flags = zf_splice_flags(fb);
 	if (!src)
 		return;
@@ -473,18 +461,18 @@ static void zf_op_xfer(struct zf_in *in, int kind)
 	}
 }
 
-static void zf_op_vmsplice(struct zf_in *in)
+static void zf_op_vmsplice(struct fuzz_in *in)
 {
 	struct zm_pipe *p = zf_pick(in, ZM_W);
-	int n = 1 + (int)(zf_byte(in) % 4);
+	int n = 1 + (int)(fuzz_byte(in) % 4);
 	struct iovec iov[4];
 	const unsigned char *expect[4];
 	bool fits = true;
 	for (int k = 0; k < n; k++) {
-		unsigned c = zf_byte(in);
+		unsigned c = fuzz_byte(in);
 		size_t len = c < 0x40 ? c % 40 : c < 0x80 ? (size_t)(c & 3) * 4096 + 4096
 		           : (size_t)(c & 0x7f) * 97 + (c & 1) * 4096;
-		size_t at = zf_arena_used + zf_byte(in) % 64; /* any alignment */
+		size_t at = zf_arena_used + fuzz_byte(in) % 64; /* any alignment */
 		if (at + len > ZF_ARENA) { /* used up until the input ends */
 			fits = false;
 			len = 0;
@@ -498,7 +486,7 @@ static void zf_op_vmsplice(struct zf_in *in)
 		iov[k] = (struct iovec){ zf_arena + at, len };
 		expect[k] = from;
 	}
-	unsigned fb = zf_byte(in);
+	unsigned fb = fuzz_byte(in);
 	unsigned flags = zf_splice_flags(fb);
 	if (!p || !fits)
 		return;
@@ -522,14 +510,14 @@ static void zf_op_vmsplice(struct zf_in *in)
 		ZF_CHECK(zm_vmsplice_apply(p, iov, n, expect, (size_t)got), "model: vmsplice not applied");
 }
 
-static void zf_op_from_fd(struct zf_in *in)
+static void zf_op_from_fd(struct fuzz_in *in)
 {
 	struct zm_pipe *p = zf_pick(in, ZM_W);
-	unsigned c = zf_byte(in);
+	unsigned c = fuzz_byte(in);
 	size_t len = zf_len(in);
-	unsigned ob = zf_byte(in);
+	unsigned ob = fuzz_byte(in);
 	size_t add = zf_size(in);
-	unsigned fb = zf_byte(in);
+	unsigned fb = fuzz_byte(in);
 	if (!p)
 		return;
 	int src = (int)(c % 3); /* 0 file at its position, 1 file at an offset, 2 kernel pipe */
@@ -606,13 +594,13 @@ static void zf_op_from_fd(struct zf_in *in)
 	}
 }
 
-static void zf_op_to_fd(struct zf_in *in)
+static void zf_op_to_fd(struct fuzz_in *in)
 {
 	struct zm_pipe *p = zf_pick(in, ZM_R);
-	unsigned c = zf_byte(in);
+	unsigned c = fuzz_byte(in);
 	size_t len = zf_len(in);
-	unsigned ob = zf_byte(in);
-	unsigned fb = zf_byte(in);
+	unsigned ob = fuzz_byte(in);
+	unsigned fb = fuzz_byte(in);
 	if (!p)
 		return;
 	int dst = (int)(c % 3); /* 0 file at its position, 1 file at an offset, 2 kernel pipe */
@@ -677,10 +665,10 @@ static void zf_op_to_fd(struct zf_in *in)
 	}
 }
 
-static void zf_op_peek(struct zf_in *in)
+static void zf_op_peek(struct fuzz_in *in)
 {
 	struct zm_pipe *p = zf_pick(in, ZM_R);
-	unsigned mb = zf_byte(in), cb = zf_byte(in), vb = zf_byte(in);
+	unsigned mb = fuzz_byte(in), cb = fuzz_byte(in), vb = fuzz_byte(in);
 	if (!p)
 		return;
 	int i = zf_index(p);
@@ -742,9 +730,9 @@ static void zf_op_peek(struct zf_in *in)
 		zm_drop(p, n, NULL);
 }
 
-static void zf_op_ctl(struct zf_in *in)
+static void zf_op_ctl(struct fuzz_in *in)
 {
-	unsigned c = zf_byte(in);
+	unsigned c = fuzz_byte(in);
 	int side = c & 1;
 	struct zm_pipe *p = zf_pick(in, side);
 	if (!p)
@@ -778,19 +766,19 @@ static void zf_close(struct zm_pipe *p, int side)
 	zm_close(p, side);
 }
 
-static void zf_op_close(struct zf_in *in)
+static void zf_op_close(struct fuzz_in *in)
 {
-	unsigned c = zf_byte(in);
+	unsigned c = fuzz_byte(in);
 	struct zm_pipe *p = zf_pick(in, c & 1);
 	if (p)
 		zf_close(p, c & 1);
 }
 
-static void zf_op_setsize(struct zf_in *in)
+static void zf_op_setsize(struct fuzz_in *in)
 {
 	static const size_t sizes[] = { 1, 4096, 8192, 12288, 16384, 32768, 65536, 131072,
 	                                262144, 1048576, 2097152, 5000 };
-	unsigned c = zf_byte(in);
+	unsigned c = fuzz_byte(in);
 	int side = c & 1;
 	struct zm_pipe *p = zf_pick(in, side);
 	if (!p)
@@ -807,9 +795,9 @@ static void zf_op_setsize(struct zf_in *in)
 }
 
 /* Calls that must fail and change nothing. */
-static void zf_op_bad(struct zf_in *in)
+static void zf_op_bad(struct fuzz_in *in)
 {
-	unsigned c = zf_byte(in);
+	unsigned c = fuzz_byte(in);
 	struct zm_pipe *p = zf_pick_any(in);
 	if (!p)
 		return;
@@ -931,7 +919,7 @@ static void zf_setup_once(void)
 
 int ZF_ENTRY(const uint8_t *data, size_t size)
 {
-	struct zf_in in = { data, size };
+	struct fuzz_in in = { data, size };
 	struct pp_pool_stats st;
 
 	zf_setup_once();
@@ -945,13 +933,13 @@ int ZF_ENTRY(const uint8_t *data, size_t size)
 	         "%ld pages in use before any pipe exists", st.pages_in_use);
 
 	/* Two pipes to start with, one blocking and one not. */
-	struct zf_in first = { (const uint8_t *)"\x04\x01", 2 };
+	struct fuzz_in first = { (const uint8_t *)"\x04\x01", 2 };
 	zf_op_pipe(&first);
 	zf_op_pipe(&first);
 	zf_check(true);
 
 	while (in.n) {
-		unsigned op = zf_byte(&in);
+		unsigned op = fuzz_byte(&in);
 		bool to_fd = op % 16 == 9;
 		zf_step++;
 		snprintf(zf_op, sizeof zf_op, "op %u", op);
