@@ -603,23 +603,28 @@ static void *mover(void *arg)
 	return NULL;
 }
 
-static void *to_fd(void *arg)
+/* Move between x->e and x->fd until the end, into the descriptor (out) or
+ * out of it; on EAGAIN wait for whichever side is not ready. */
+static void fd_move(struct fdx *x, bool out)
 {
-	struct fdx *x = arg;
+	const char *call = out ? "pp_splice_to_fd" : "pp_splice_from_fd";
 	for (;;) {
 		unsigned fl = rnd(&x->rs, 4) ? 0 : PP_SPLICE_NONBLOCK;
-		ssize_t n = pp_splice_to_fd(x->e, x->fd, NULL, pick_size(&x->rs, BUFMAX), fl);
+		size_t len = pick_size(&x->rs, BUFMAX);
+		ssize_t n = out ? pp_splice_to_fd(x->e, x->fd, NULL, len, fl)
+		                : pp_splice_from_fd(x->fd, NULL, x->e, len, fl);
 		if (n == 0)
 			break;
 		if (n < 0) {
 			if (errno == EAGAIN) {
-				if (pp_events(x->e) & (POLLIN | POLLHUP))
-					wait_fd(x->fd, POLLOUT); /* the descriptor is full */
+				/* The pipe side ready: the descriptor is full (out) or empty. */
+				if (pp_events(x->e) & (out ? POLLIN | POLLHUP : POLLOUT | POLLERR))
+					wait_fd(x->fd, out ? POLLOUT : POLLIN);
 				else
 					wait_end(x->e);
 				continue;
 			}
-			TFAIL("gen %d pp_splice_to_fd failed (errno %d)", x->g->no, errno);
+			TFAIL("gen %d %s failed (errno %d)", x->g->no, call, errno);
 			break;
 		}
 		x->moved += (size_t)n;
@@ -627,33 +632,17 @@ static void *to_fd(void *arg)
 	}
 	TCHECK(close(x->fd) == 0);
 	TCHECK(pp_close(x->e) == 0);
+}
+
+static void *to_fd(void *arg)
+{
+	fd_move(arg, true);
 	return NULL;
 }
 
 static void *from_fd(void *arg)
 {
-	struct fdx *x = arg;
-	for (;;) {
-		unsigned fl = rnd(&x->rs, 4) ? 0 : PP_SPLICE_NONBLOCK;
-		ssize_t n = pp_splice_from_fd(x->fd, NULL, x->e, pick_size(&x->rs, BUFMAX), fl);
-		if (n == 0)
-			break;
-		if (n < 0) {
-			if (errno == EAGAIN) {
-				if (pp_events(x->e) & (POLLOUT | POLLERR))
-					wait_fd(x->fd, POLLIN); /* the descriptor is empty */
-				else
-					wait_end(x->e);
-				continue;
-			}
-			TFAIL("gen %d pp_splice_from_fd failed (errno %d)", x->g->no, errno);
-			break;
-		}
-		x->moved += (size_t)n;
-		wd_tick();
-	}
-	TCHECK(close(x->fd) == 0);
-	TCHECK(pp_close(x->e) == 0);
+	fd_move(arg, false);
 	return NULL;
 }
 
