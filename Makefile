@@ -72,7 +72,7 @@ check: $(TESTS) $(TOOL)
 
 check-asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
-	  SANFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" check
+	  SANFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -DPP_CHECK_INVARIANTS" check
 
 check-tsan:
 	$(MAKE) BUILD=build-tsan OPT="-O1 -g" SANFLAGS="-fsanitize=thread" check

@@ -170,6 +170,20 @@
 #define PP_HG_RELEASED(l) ((void)(l))
 #endif
 
+/* Checks of invariants the fast paths rely on without looking: compiled
+ * in by the sanitizer builds (make check-asan), nothing otherwise. */
+#ifdef PP_CHECK_INVARIANTS
+#include <stdio.h>
+#include <stdlib.h>
+#define PP_INVARIANT(expr)                                                   \
+	((expr) ? (void)0                                                        \
+	        : (fprintf(stderr, "pagepipe: invariant broken at %s:%d: %s\n",  \
+	                   __FILE__, __LINE__, #expr),                           \
+	           abort()))
+#else
+#define PP_INVARIANT(expr) ((void)0)
+#endif
+
 /* ---- futex words --------------------------------------------------- */
 
 static inline int pp_futex_wait(_Atomic uint32_t *word, uint32_t expect)
@@ -313,7 +327,16 @@ struct pp_buf {
 	uint32_t len;
 	uint32_t flags;
 };
-#define PP_BUF_CAN_MERGE 0x1 /* a later write may append to this page */
+/*
+ * PP_BUF_CAN_MERGE: a later write may append to this page.  Only a write
+ * sets it, on the fresh pool page it pushes (never in packet mode), and
+ * whoever takes a second reference to a buffer still in a ring (tee,
+ * fanout, a partial splice) clears it on both the copy and the original,
+ * for good.  So while it is set the pipe holds the only reference to an
+ * anonymous page, which is what the kind's `owned` says; the merge path
+ * trusts the flag and builds with PP_CHECK_INVARIANTS ask `owned` too.
+ */
+#define PP_BUF_CAN_MERGE 0x1
 #define PP_BUF_PACKET 0x2    /* a read takes the whole buffer or what fits, never more */
 #define PP_BUF_KIND_SHIFT 8  /* flags >> this: index into pp_buf_kinds */
 
@@ -325,7 +348,7 @@ struct pp_buf {
 struct pp_buf_ops {
 	void (*get)(uint32_t page);                   /* one more reference */
 	void (*put)(const uint32_t *pages, unsigned n); /* drop one each */
-	bool (*owned)(uint32_t page); /* may a write append to it: one reference, ours */
+	bool (*owned)(uint32_t page); /* one reference, ours: a write could append */
 };
 enum { PP_KIND_ANON = 0, PP_KIND_USER, PP_KIND_FILE, PP_KINDS };
 

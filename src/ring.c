@@ -363,6 +363,32 @@ static ssize_t write_batch(struct pp_ring *r, int fl, struct pp_iter *it,
 	return pushed ? (ssize_t)bytes : -1;
 }
 
+/*
+ * Under the lock: the last buffer, if `chars` more bytes may be appended to
+ * it, else NULL.  The flag alone decides (see PP_BUF_CAN_MERGE): asking the
+ * buffer's kind would cost an indirect call and a look at the page's
+ * reference count, a third of a one-byte write's time.
+ */
+static inline struct pp_buf *merge_target(struct pp_ring *r, size_t chars)
+{
+	uint32_t head = LOAD(r->head);
+	if (head == LOAD(r->tail))
+		return NULL;
+	struct pp_buf *last = &pp_ring_bufs(r)[(head - 1) & (r->ring_size - 1)];
+	if (!(last->flags & PP_BUF_CAN_MERGE) || last->offset + last->len + chars > PP_PAGE_SIZE)
+		return NULL;
+	PP_INVARIANT(pp_buf_ops_of(last->flags)->owned(last->page));
+	return last;
+}
+
+/*
+ * The small-write fast path, for pp_write of 1 to PP_PAGE_SIZE-1 bytes:
+ * when the bytes fit in the last buffer (a stream of small writes, nearly
+ * always), append them and be done: one lock hold, no iterator, and no
+ * wake, since a pipe that already holds data has no reader asleep.  Any
+ * other case (no reader, no room in the last buffer, packet mode) returns
+ * -1 having changed nothing, and the caller takes pp_ring_write.
+ */
 ssize_t pp_ring_write(struct pp_ring *r, int fl, struct pp_iter *it)
 {
 	ssize_t ret = 0;
@@ -378,19 +404,14 @@ ssize_t pp_ring_write(struct pp_ring *r, int fl, struct pp_iter *it)
 
 	/* Merge the odd-sized front of the write into the last buffer. */
 	size_t chars = it->left & PP_PAGE_MASK;
-	uint32_t head = LOAD(r->head);
-	if (chars && head != LOAD(r->tail)) {
-		struct pp_buf *last = &pp_ring_bufs(r)[(head - 1) & (r->ring_size - 1)];
-		uint32_t end = last->offset + last->len;
-		if ((last->flags & PP_BUF_CAN_MERGE) && end + chars <= PP_PAGE_SIZE &&
-		    pp_buf_ops_of(last->flags)->owned(last->page)) {
-			iter_from(it, pp_page_addr(last->page) + end, chars);
-			last->len += chars;
-			ret = chars;
-			added = true;
-			if (!it->left)
-				goto out;
-		}
+	struct pp_buf *last = chars ? merge_target(r, chars) : NULL;
+	if (last) {
+		iter_from(it, pp_page_addr(last->page) + last->offset + last->len, chars);
+		last->len += chars;
+		ret = chars;
+		added = true;
+		if (!it->left)
+			goto out;
 	}
 
 	for (;;) {

@@ -7,9 +7,9 @@
  * Every buffer holds a counted reference on its page (pool.c), so giving a
  * second pipe the same bytes is one more reference, and moving a whole
  * buffer is copying a 16-byte slot.  A buffer that is shared, or split from
- * a larger one, loses PP_BUF_CAN_MERGE, and a write merges only into a page
- * the pipe owns outright (one reference), so no write can change bytes that
- * another pipe can still read.
+ * a larger one, loses PP_BUF_CAN_MERGE for good, on the copies and on what
+ * stays behind, and a write merges only where that flag is set, so no write
+ * can change bytes that another pipe can still read.
  *
  * Locks.  A transfer holds the lock of every ring it touches, taken in
  * address order so that two transfers in opposite directions cannot
@@ -115,10 +115,12 @@ static size_t xfer_buffers(struct xfer *x, size_t len, uint32_t room, bool consu
 		/* Moving one whole buffer to one pipe moves its reference; every
 		 * other case shares the page, and shared pages never merge. */
 		bool moved = consume && whole && x->n == 1;
+		/* A shared page is no longer the pipe's alone: neither the
+		 * copies nor what stays behind in `in` may be merged into. */
+		if (!moved)
+			b->flags &= ~PP_BUF_CAN_MERGE;
 		struct pp_buf nb = *b;
 		nb.len = (uint32_t)take;
-		if (!moved)
-			nb.flags &= ~PP_BUF_CAN_MERGE;
 		for (int i = 0; i < x->n; i++) {
 			if (!moved)
 				ops->get(nb.page);
@@ -134,7 +136,6 @@ static size_t xfer_buffers(struct xfer *x, size_t len, uint32_t room, bool consu
 			} else {
 				b->offset += (uint32_t)take;
 				b->len -= (uint32_t)take;
-				b->flags &= ~PP_BUF_CAN_MERGE; /* its page is shared now */
 			}
 		} else if (whole) {
 			cur++;

@@ -212,7 +212,7 @@ static void mpage_put(struct mpage *pg)
 
 enum {
 	MB_KMERGE = 1, /* Linux would append a write to this buffer */
-	MB_PMERGE = 2, /* pagepipe's merge flag (it also wants the page unshared) */
+	MB_PMERGE = 2, /* pagepipe's merge flag: cleared for good when shared */
 	MB_PACKET = 4,
 };
 
@@ -284,7 +284,7 @@ static int m_merges(struct mpipe *p, size_t len, int kernel)
 		return 0;
 	if (kernel)
 		return (l->fl & MB_KMERGE) != 0;
-	return (l->fl & MB_PMERGE) && l->pg->refs == 1;
+	return (l->fl & MB_PMERGE) != 0;
 }
 
 /* A non-blocking write.  *sig: the call raises SIGPIPE (unless NOSIGPIPE). */
@@ -388,8 +388,9 @@ static int m_prep(struct mpipe *in, struct mpipe **outs, int n, long *res, int *
  * slot per buffer, at most the free slots of the fullest output.  A whole
  * buffer spliced to one pipe moves with its flags (Linux and pagepipe both
  * let it take merges there); every other case shares the page and the copy
- * is not mergeable.  The rest of a buffer split by a splice stays mergeable
- * for Linux but not for pagepipe.  (These pagepipe rules, and the "page
+ * is not mergeable.  What stays in `in` (the rest of a split buffer, a tee'd
+ * buffer) stays mergeable for Linux but not for pagepipe, even once the
+ * copies are gone.  (These pagepipe rules, and the "page
  * not shared" condition of m_merges, follow src/splice.c and pp_write; the
  * exact page and slot counts depend on them, so a deliberate change there
  * needs the same change here.)
@@ -408,8 +409,10 @@ static long m_xfer(struct mpipe *in, struct mpipe **outs, int n, size_t len, int
 		int moved = consume && whole && n == 1;
 		struct mbuf nb = *b;
 		nb.len = (uint32_t)take;
-		if (!moved)
+		if (!moved) {
 			nb.fl &= ~(unsigned)(MB_KMERGE | MB_PMERGE);
+			b->fl &= ~(unsigned)MB_PMERGE; /* pagepipe: shared for good */
+		}
 		for (int i = 0; i < n; i++) {
 			if (!moved)
 				nb.pg->refs++;
@@ -423,7 +426,6 @@ static long m_xfer(struct mpipe *in, struct mpipe **outs, int n, size_t len, int
 			} else {
 				b->off += (uint32_t)take;
 				b->len -= (uint32_t)take;
-				b->fl &= ~(unsigned)MB_PMERGE;
 			}
 		} else if (whole) {
 			cur++;

@@ -488,8 +488,10 @@ static size_t zm_xfer_apply(struct zm_pipe *in, struct zm_pipe *const outs[], in
 		bool moved = consume && whole && n == 1;
 		struct zm_slot nb = *b;
 		nb.len = take;
-		if (!moved)
+		if (!moved) { /* shared: the copies and the original, for good */
 			nb.fl &= ~ZM_MERGE;
+			b->fl &= ~ZM_MERGE;
+		}
 		for (int i = 0; i < n; i++) {
 			if (!moved)
 				zm_page_ref(nb.pg);
@@ -503,7 +505,6 @@ static size_t zm_xfer_apply(struct zm_pipe *in, struct zm_pipe *const outs[], in
 			} else {
 				b->off += take;
 				b->len -= take;
-				b->fl &= ~ZM_MERGE;
 				in->bytes -= take;
 			}
 		} else if (whole) {
