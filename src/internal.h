@@ -379,9 +379,14 @@ enum { PP_READ = 0, PP_WRITE = 1 };
  * head and tail run free; slot i lives at bufs[i & (ring_size - 1)];
  * head - tail is the number of slots in use, never above max_usage.
  */
+#define PP_CACHE_LINE 64
 struct pp_ring {
-	struct pp_lock lock;
-	_Atomic uint32_t head;      /* next slot a writer fills */
+	/* The lock has a cache line of its own.  Every lock and unlock
+	 * writes it, while a waiting reader keeps looking at head and tail:
+	 * sharing one line, each look cost the writer of a stream of small
+	 * writes a cache miss on its next lock. */
+	_Alignas(PP_CACHE_LINE) struct pp_lock lock;
+	_Alignas(PP_CACHE_LINE) _Atomic uint32_t head; /* next slot a writer fills */
 	_Atomic uint32_t tail;      /* oldest slot holding data */
 	_Atomic uint32_t max_usage; /* capacity in slots (pages) */
 	_Atomic uint32_t reserved;  /* slots held for splices from descriptors */

@@ -92,7 +92,9 @@ static inline void iter_skip(struct pp_iter *it, size_t n)
 
 struct pp_ring *pp_ring_new(int flags)
 {
-	struct pp_ring *r = calloc(1, sizeof *r);
+	struct pp_ring *r = aligned_alloc(_Alignof(struct pp_ring), sizeof *r);
+	if (r)
+		memset(r, 0, sizeof *r);
 	struct pp_buf *bufs = calloc(PP_DEFAULT_PAGES, sizeof *bufs);
 	if (!r || !bufs) {
 		free(r);
