@@ -111,7 +111,8 @@ struct file_run {
 /*
  * Map the file's bytes from pos (up to len, and what k buffers hold) and
  * make a handle per page into pages[].  The byte count (0 at end of file),
- * or -1 when it cannot be done (the caller reads instead).
+ * or -1 when it cannot be done: then nothing is held and *run is left as it
+ * was (no gift, no lead), since the caller reads into pool pages instead.
  */
 static ssize_t map_file(int fd, off_t pos, size_t len, uint32_t k, const struct stat *st,
                         uint32_t *pages, struct file_run *run)
@@ -121,28 +122,30 @@ static ssize_t map_file(int fd, off_t pos, size_t len, uint32_t k, const struct 
 	if ((uint64_t)(st->st_size - pos) < len)
 		len = (size_t)(st->st_size - pos);
 	off_t start = pos & ~(off_t)PP_PAGE_MASK;
-	run->lead = (uint32_t)(pos - start);
-	if (len > (size_t)k * PP_PAGE_SIZE - run->lead)
-		len = (size_t)k * PP_PAGE_SIZE - run->lead;
-	size_t maplen = (run->lead + len + PP_PAGE_MASK) & ~(size_t)PP_PAGE_MASK;
+	uint32_t lead = (uint32_t)(pos - start);
+	if (len > (size_t)k * PP_PAGE_SIZE - lead)
+		len = (size_t)k * PP_PAGE_SIZE - lead;
+	size_t maplen = (lead + len + PP_PAGE_MASK) & ~(size_t)PP_PAGE_MASK;
 	unsigned char *m = mmap(NULL, maplen, PROT_READ, MAP_SHARED, fd, start);
 	if (m == MAP_FAILED)
 		return -1;
-	run->gift = pp_gift_new_unmap(m, maplen);
-	if (!run->gift) {
+	void *gift = pp_gift_new_unmap(m, maplen);
+	if (!gift) {
 		munmap(m, maplen);
 		return -1;
 	}
-	for (run->pages = 0; run->pages < maplen / PP_PAGE_SIZE; run->pages++) {
-		uint32_t h = pp_handle_user(m + (size_t)run->pages * PP_PAGE_SIZE, run->gift);
+	unsigned made;
+	for (made = 0; made < maplen / PP_PAGE_SIZE; made++) {
+		uint32_t h = pp_handle_user(m + (size_t)made * PP_PAGE_SIZE, gift);
 		if (!h) { /* give back what was made; the last put unmaps */
-			pp_buf_kinds[PP_KIND_FILE]->put(pages, run->pages);
-			pp_gift_put(run->gift);
+			pp_buf_kinds[PP_KIND_FILE]->put(pages, made);
+			pp_gift_put(gift);
 			return -1;
 		}
-		pp_gift_ref(run->gift);
-		pages[run->pages] = h;
+		pp_gift_ref(gift);
+		pages[made] = h;
 	}
+	*run = (struct file_run){ .gift = gift, .lead = lead, .pages = made };
 	return (ssize_t)len;
 }
 

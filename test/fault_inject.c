@@ -49,7 +49,11 @@
  * The zero-copy workload (zc) is a series of phases too, each with four
  * pipes (some in packet mode) and three descriptors: a source file (memfd)
  * read at its position or at an offset, a sink file written likewise, and
- * a kernel pipe both ways.  Its operations mix pp_splice, pp_tee, pp_fanout
+ * a kernel pipe both ways.  In odd phases the source is sealed with
+ * F_SEAL_SHRINK, so pp_splice_from_fd maps its pages into the pipes (file
+ * buffers, one mapping and one gift record a call, the first buffer
+ * starting inside its page) instead of reading them into pool pages.  Its
+ * operations mix pp_splice, pp_tee, pp_fanout
  * (to up to three pipes), pp_vmsplice (1-4 segments of test memory at any
  * alignment, with a release callback), pp_splice_from_fd, pp_splice_to_fd,
  * pp_peek + pp_consume with pp_write, pp_read, pp_setsize, pp_fd and
@@ -59,14 +63,20 @@
  * that leaf in the middle of a segment, see zc_ballast_make), the
  * descriptor's fstat/lseek/fcntl checks, readv/preadv and writev/pwritev
  * (failed with an errno or cut short), the eventfd updates, and pp_pipe's
- * allocations.  The model is test/fuzz/zc_model.c, shared with the
+ * allocations; from the sealed source: the seals check (fcntl), the
+ * position (lseek), the file's mmap, its gift record (malloc), a handle
+ * leaf (calloc), each of which makes the call read into pool pages
+ * instead, and the final lseek that moves the position (the call then
+ * fails, nothing moved, nothing left mapped).  The model is
+ * test/fuzz/zc_model.c, shared with the
  * zero-copy fuzz target: every pipe's buffers, the pages they name with
  * their references (tee'd and fanned-out copies share them), the expected
  * bytes of each.  After each call:
  *   - the result: exactly the model's when nothing was injected or only
  *     an eventfd update failed (splice, tee and fan-out allocate nothing);
  *     otherwise -1 with ENOMEM (no page, no gift record), EBADF (fstat),
- *     EINVAL (lseek), the descriptor's own errno (readv/writev failed), or
+ *     EINVAL (lseek), the descriptor's own errno (readv/writev failed),
+ *     EOVERFLOW (the sealed source's position not moved), or
  *     a shorter count: a whole number of pages (pages missing), a prefix
  *     ending on a chunk boundary (vmsplice), less than asked (the
  *     descriptor cut short), and exactly what the descriptor took is gone
@@ -74,12 +84,19 @@
  *     position likewise;
  *   - every pipe's whole contents, in place through pp_peek: one segment
  *     per model buffer, same lengths and bytes, the same memory for the
- *     same page in every pipe that holds it; pp_nread, pp_getsize,
+ *     same page in every pipe that holds it (from the sealed source its
+ *     mapped pages when nothing failed in the mapping, else pool pages
+ *     holding the same bytes: a whole call's pages, no lead, as from an
+ *     unsealed file, and exactly that count when the failure was the
+ *     call's only one); pp_nread, pp_getsize,
  *     pp_events, pp_fd readiness (unless an eventfd update failed since
  *     the last refresh);
- *   - pool pages_in_use equals the pool pages the model's buffers name,
- *     mapped pages equal in_use + cached, live gift records (malloc blocks
- *     made inside pp_vmsplice) equal the segments not yet released;
+ *   - pool pages_in_use equals the pool pages the model's buffers name
+ *     (mapped file pages are not pool pages), mapped pages equal in_use +
+ *     cached + the pages of the file mappings some buffer still names (a
+ *     call's mapping goes with its last page), live gift records (malloc
+ *     blocks made inside pp_vmsplice) equal the segments not yet released,
+ *     those made inside pp_splice_from_fd the file mappings not yet gone;
  *   - each release callback came exactly once, when the last reference to
  *     its segment's bytes went (read, spliced out, consumed, or the pipe
  *     closed), with the part of the segment that went in, its bytes intact;
@@ -87,9 +104,10 @@
  *     what was spliced to it (drained and compared) or what is left of what
  *     the test put in, the source file's position moved by what was taken;
  * and at the end of each phase, all closed: no page in use or mapped, no
- * eventfd, no ring, no gift record, every release made.  A fork's child
- * gets private copies of the descriptors as they are at the fork (the
- * kernel pipe's contents copied with tee(2)).
+ * eventfd, no ring, no gift record, every release made, no mapping of the
+ * source file left (/proc/self/maps).  A fork's child gets private copies
+ * of the descriptors as they are at the fork (the kernel pipe's contents
+ * copied with tee(2), the source's seals too).
  *
  * Sweep.  Every run is a child process (fork), so each starts from the same
  * pristine library state: empty pool, empty handle quarantine, no page
@@ -133,6 +151,7 @@
 
 #include "harness.h"
 #include "fault.h"
+#include "memfd_maps.h"
 #include "pagepipe.h"
 
 #define PG 4096u
@@ -807,9 +826,11 @@ static void zm_fail(const char *fmt, ...)
 #define KP_MAX 65536u             /* a kernel pipe's default capacity */
 #define ARENA (1u << 20)          /* caller memory for pp_vmsplice */
 #define GIFT_TAG 'g'
+#define FILE_TAG 'f'              /* malloc blocks made in pp_splice_from_fd */
 
 static struct {
 	int fr, fw, kp[2];       /* source memfd, sink memfd, kernel pipe */
+	bool sealed;             /* the source has F_SEAL_SHRINK (odd phases) */
 	uint32_t fr_src;         /* the source file holds pat[fr_src ..] */
 	off_t fr_pos;            /* its position */
 	unsigned char fw_data[FW_MAX + MAXIO + PG]; /* what the sink file holds */
@@ -863,15 +884,22 @@ static size_t zc_len(void)
 static void zc_private_fds(void)
 {
 	static unsigned char buf[FR_SIZE + FW_MAX + MAXIO + PG];
+	static const char *const names[2] = { "fi-src", "fi-sink" };
 	int fds[2] = { zc.fr, zc.fw };
 	for (int i = 0; i < 2; i++) {
 		if (fds[i] < 0)
 			continue;
+		/* Same seals too: a sealed source's pages are still mapped (the
+		 * buffers mapped before the fork name the parent's file, whose
+		 * bytes are the same and which no one writes). */
+		int seals = fcntl(fds[i], F_GET_SEALS);
 		off_t pos = lseek(fds[i], 0, SEEK_CUR);
 		ssize_t n = pread(fds[i], buf, sizeof buf, 0);
-		int nfd = memfd_create("fi", MFD_CLOEXEC);
-		if (pos < 0 || n < 0 || nfd < 0 || pwrite(nfd, buf, (size_t)n, 0) != n ||
-		    lseek(nfd, pos, SEEK_SET) != pos || dup3(nfd, fds[i], O_CLOEXEC) < 0)
+		int nfd = memfd_create(names[i], MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		if (seals < 0 || pos < 0 || n < 0 || nfd < 0 || pwrite(nfd, buf, (size_t)n, 0) != n ||
+		    lseek(nfd, pos, SEEK_SET) != pos ||
+		    ((seals & ~F_SEAL_SEAL) && fcntl(nfd, F_ADD_SEALS, seals & ~F_SEAL_SEAL) < 0) ||
+		    dup3(nfd, fds[i], O_CLOEXEC) < 0)
 			abort();
 		close(nfd);
 	}
@@ -911,13 +939,16 @@ static void zc_check_fds(void)
 	CHECK_EQ(avail, zc.kp_len);
 }
 
-/* Everything after each step. */
+/* Everything after each step.  Mapped pages: the pool's, and the sealed
+ * source file's that buffers still name (each call's run is unmapped with
+ * its last page, by the length it was mapped with). */
 static void zc_check_state(void)
 {
 	zm_check_all();
 	struct pp_pool_stats st = pool();
-	CHECK_EQ(fi.maps, st.pages_in_use + st.pages_cached);
+	CHECK_EQ(fi.maps, st.pages_in_use + st.pages_cached + zm_file_pages());
 	CHECK_EQ(fi_live_mallocs(GIFT_TAG), zm_gifts_pending()); /* gift records freed */
+	CHECK_EQ(fi_live_mallocs(FILE_TAG), zm_runs_live());     /* a run's record too */
 	zc_check_fds();
 }
 
@@ -1126,6 +1157,16 @@ static const unsigned char *zc_src_bytes(int src, off_t off)
 	return pat + zc.fr_src + off;
 }
 
+/*
+ * From the source file, the kernel pipe, at a position or an offset.  From
+ * the sealed source the library maps the file's pages instead of reading:
+ * it asks for the seals (fcntl), the position (lseek, without an offset),
+ * maps the run (mmap), makes its gift record (malloc) and a handle per page
+ * (maybe a page-table leaf: calloc), and at the end moves the position
+ * (lseek).  A failure of any but the last makes it read into pool pages
+ * instead, as from an unsealed file (a whole call's pages, no lead); the
+ * last one fails the call with nothing moved and the run unmapped.
+ */
 static void zc_op_from_fd(void)
 {
 	struct zm_pipe *p = zc_pick(ZM_W);
@@ -1143,10 +1184,15 @@ static void zc_op_from_fd(void)
 		CHECK(w > 0 || errno == EAGAIN);
 		zc.kp_len += w > 0 ? (size_t)w : 0;
 	}
+	bool mapped = zc.sealed && src != 2;
 	size_t avail = src == 2 ? zc.kp_len : (pos < (off_t)FR_SIZE ? FR_SIZE - (size_t)pos : 0);
 	int eerr = 0;
 	bool wait, sig;
+	/* want: read into pool pages; mwant: the file's pages mapped, the
+	 * first from pos's place in its page. */
 	long pwant = zm_fill_predict(p, len, &eerr, &wait, &sig), want = pwant;
+	long mwant = mapped ? zm_fill_map_predict(p, len, (uint32_t)(pos % PG), &eerr, &wait, &sig)
+	                    : pwant;
 	if (want > 0 && !avail) {
 		if (src == 2) {
 			want = -1; /* an empty kernel pipe with a writer */
@@ -1154,25 +1200,53 @@ static void zc_op_from_fd(void)
 		} else {
 			want = 0; /* end of file */
 		}
+		mwant = want;
 	} else if (want > 0) {
 		want = (long)min_sz((size_t)want, avail);
+		mwant = (long)min_sz((size_t)mwant, avail);
 	}
 	int fd = src == 2 ? zc.kp[0] : zc.fr;
-	snprintf(g_op, sizeof g_op, "pp_splice_from_fd %s%s -> pipe %u, %zu bytes at %lld (%zu "
+	snprintf(g_op, sizeof g_op, "pp_splice_from_fd %s%s%s -> pipe %u, %zu bytes at %lld (%zu "
 	         "there; expect %ld)", src == 2 ? "kernel pipe" : "file", src == 1 ? " offset" : "",
-	         p->id, len, (long long)pos, avail, want);
+	         mapped ? " sealed" : "", p->id, len, (long long)pos, avail, mapped ? mwant : want);
+	unsigned long injected = fi.injected;
+	fi.tag = FILE_TAG;
 	ssize_t r = ARMED(pp_splice_from_fd(fd, src == 1 ? &off : NULL, p->end[ZM_W], len, 0));
 	int err = errno;
+	fi.tag = 0;
 	unsigned m = fi.op_mask;
-	/* The eventfds are refreshed once the pipe had room for the call. */
-	bool refreshed = pwant > 0 && !(m & (FI_BIT(FI_FSTAT) | FI_BIT(FI_LSEEK)));
+	bool one = fi.injected - injected == 1; /* one failure in this call */
+	/* The mapping given up for reading (a failure before it was done), or
+	 * the position not moved after it (lseek fails with EOVERFLOW). */
+	unsigned map_bits = FI_BIT(FI_FCNTL) | FI_BIT(FI_LSEEK) | FI_ALLOC_BITS;
+	bool seek_failed = mapped && src == 0 && (m & FI_BIT(FI_LSEEK)) && r == -1 && err == EOVERFLOW;
+	bool file_pages = mapped && !(m & map_bits);
+	/* The eventfds are refreshed once the pipe had room for the call and
+	 * the descriptor passed the checks. */
+	bool refreshed = pwant > 0 && !(m & FI_BIT(FI_FSTAT)) && !(src == 1 && (m & FI_BIT(FI_LSEEK)));
 	if (m & FI_BIT(FI_FSTAT)) {
 		CHECK_EQ(r, -1); /* reported as a bad descriptor */
 		CHECK_EQ(err, EBADF);
-	} else if (m & FI_BIT(FI_LSEEK)) {
+	} else if ((m & FI_BIT(FI_LSEEK)) && src == 1) {
 		CHECK_EQ(r, -1); /* reported as a descriptor that cannot seek */
 		CHECK_EQ(err, EINVAL);
-		CHECK_EQ(src, 1);
+	} else if (seek_failed) {
+		/* Mapped, and then the position could not be moved: nothing went
+		 * in, nothing is left mapped (checked with the state). */
+		CHECK(mwant > 0);
+		CHECK_EQ(m & (FI_BIT(FI_FCNTL) | FI_ALLOC_BITS | FI_BIT(FI_READV)), 0);
+	} else if (file_pages) {
+		/* Mapped: no page, no read, the count exactly. */
+		CHECK_EQ(r, mwant);
+		if (mwant < 0)
+			CHECK_EQ(err, eerr);
+		CHECK_EQ(m & FI_BIT(FI_READV), 0);
+	} else if (mapped && one && !(m & FI_BIT(FI_READV))) {
+		/* The mapping failed; the read that replaced it did not. */
+		CHECK(pwant > 0);
+		CHECK_EQ(r, want);
+	} else if ((m & FI_BIT(FI_LSEEK)) && !mapped) {
+		CHECK(0); /* an unsealed file or a pipe is not asked for its position */
 	} else if ((m & FI_BIT(FI_READV)) && !(fi.op_short & FI_BIT(FI_READV))) {
 		CHECK_EQ(r, -1); /* the descriptor's error, as it is */
 		CHECK_EQ(err, fi.op_kind_errno[FI_READV]);
@@ -1197,7 +1271,10 @@ static void zc_op_from_fd(void)
 			CHECK_EQ(err, eerr);
 	}
 	if (r > 0) {
-		CHECK(zm_fill_apply(p, zc_src_bytes(src, pos), (size_t)r));
+		if (file_pages)
+			CHECK(zm_fill_apply_file(p, pat + zc.fr_src, (uint64_t)pos, (size_t)r));
+		else
+			CHECK(zm_fill_apply(p, zc_src_bytes(src, pos), (size_t)r));
 		if (src == 0)
 			zc.fr_pos += r;
 		if (src == 2) {
@@ -1406,6 +1483,9 @@ static void zc_check_empty(void)
 	CHECK_EQ(zm_gifts_pending(), 0); /* every release came */
 	CHECK_EQ(zm_in_use, 0);
 	CHECK_EQ(fi_live_mallocs(GIFT_TAG), 0);
+	CHECK_EQ(zm_file_pages(), 0);
+	CHECK_EQ(fi_live_mallocs(FILE_TAG), 0);
+	CHECK_EQ(memfd_mapped("fi-src", NULL), 0); /* every run of the file unmapped, none missed */
 	check_empty();
 }
 
@@ -1450,11 +1530,15 @@ static void zc_run_phase(void)
 {
 	zm_reset();
 	zc.arena_used = 0;
-	zc.fr = memfd_create("fi-src", MFD_CLOEXEC);
+	zc.fr = memfd_create("fi-src", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	zc.fw = memfd_create("fi-sink", MFD_CLOEXEC);
 	CHECK(zc.fr >= 0 && zc.fw >= 0 && pipe2(zc.kp, O_NONBLOCK | O_CLOEXEC) == 0);
 	zc.fr_src = rnd(PAT_LEN - FR_SIZE);
 	CHECK_EQ(pwrite(zc.fr, pat + zc.fr_src, FR_SIZE, 0), FR_SIZE);
+	/* Odd phases: the source sealed against shrinking, its pages mapped. */
+	zc.sealed = g_phase % 2 == 1;
+	if (zc.sealed)
+		CHECK_EQ(fcntl(zc.fr, F_ADD_SEALS, F_SEAL_SHRINK), 0);
 	zc.fr_pos = zc.fw_pos = 0;
 	zc.fw_size = zc.kp_len = 0;
 

@@ -17,12 +17,23 @@
  *     holds the page's only reference (so no write ever changes bytes
  *     another pipe can read); buffers from pp_splice_from_fd and
  *     pp_vmsplice are neither mergeable nor packets;
+ *   - pp_splice_from_fd from a file sealed with F_SEAL_SHRINK: the file's
+ *     own pages, mapped (zm_fill_apply_file), one "run" a call: the first
+ *     buffer starts where the offset falls in its page, so a call takes at
+ *     most its slots' pages minus that lead (zm_fill_map_predict); they
+ *     are not pool pages, never merged into, and their bytes are the
+ *     file's as they are now (a shared mapping: a write to the file after
+ *     the call shows in the pipe), which the includer keeps in its own
+ *     copy of the file; the run is unmapped when its last page goes;
  *   - the expected bytes of every page: a mirror for pool pages, the
- *     caller's pattern for vmsplice'd memory;
+ *     caller's pattern for vmsplice'd memory, the includer's copy of the
+ *     file for mapped file pages;
  *   - vmsplice gifts: one per segment that went in (in part or whole),
  *     counting its chunks still referenced; its release is due exactly when
  *     the last one goes;
- *   - the pool: pages_in_use is the number of pool pages some slot names.
+ *   - the pool: pages_in_use is the number of pool pages some slot names
+ *     (mapped file pages are not among them); zm_file_pages() is how many
+ *     file pages are mapped (the includer compares it with the mappings).
  *
  * zm_check_all() compares it with the library after a step: for every live
  * pipe pp_nread, pp_getsize, pp_events of each open end and a pp_fd
@@ -30,7 +41,8 @@
  * pp_peek on the read end, the whole contents: one segment per model slot,
  * the same lengths, the same bytes, and the same address for the same model
  * page, whichever pipes name it (tee'd and moved buffers are the same
- * memory; vmsplice'd chunks are the caller's own memory: nothing copied);
+ * memory; vmsplice'd chunks are the caller's own memory, a sealed file's
+ * buffers its mapped pages: nothing copied);
  * then pool pages_in_use, and every gift's release: called at most once,
  * exactly once when due, never before, with the part of the segment that
  * went in, the caller's bytes unchanged.
@@ -55,6 +67,7 @@
 #define ZM_MAXSLOTS 256 /* 1 MiB pipes: pp_getmaxsize()'s default */
 #define ZM_MAXPAGES 8192
 #define ZM_MAXGIFTS 4096
+#define ZM_MAXRUNS 4096
 #define ZM_FANOUT_MAX 64
 #define ZM_SEGS_MAX 64  /* pages pp_splice_from_fd fills, buffers pp_splice_to_fd writes */
 
@@ -72,7 +85,8 @@ struct zm_slot {
 
 struct zm_page {
 	int refs;                    /* slots naming it, in all pipes; 0: unused entry */
-	int gift;                    /* -1: a pool page; else its vmsplice gift */
+	int gift;                    /* -1: a pool or file page; else its vmsplice gift */
+	int run;                     /* -1: a pool or user page; else its file run */
 	unsigned char *mirror;       /* pool page: the expected bytes (ZM_PG) */
 	const unsigned char *bytes;  /* the expected bytes: mirror, or the pattern */
 	const unsigned char *addr;   /* where the library has it; NULL: not seen yet */
@@ -85,6 +99,14 @@ struct zm_gift {
 	size_t placed;               /* bytes of it that went in */
 	int chunks;                  /* its chunk pages still referenced */
 	int released;                /* release calls seen */
+};
+
+/* The pages one pp_splice_from_fd mapped from a sealed file: unmapped
+ * together when the last of them goes. */
+struct zm_run {
+	bool used;
+	int pages;  /* mapped */
+	int live;   /* of those, still referenced */
 };
 
 struct zm_pipe {
@@ -103,7 +125,9 @@ struct zm_pipe {
 static struct zm_pipe zm_p[ZM_MAXPIPES];
 static struct zm_page zm_pages[ZM_MAXPAGES];
 static struct zm_gift zm_gifts[ZM_MAXGIFTS];
+static struct zm_run zm_runs[ZM_MAXRUNS];
 static long zm_in_use;    /* pool pages with refs > 0 */
+static long zm_file_mapped; /* pages of the runs not yet unmapped */
 static unsigned long zm_bad_release; /* release calls the model cannot explain */
 static struct {
 	const void *base;
@@ -157,6 +181,7 @@ static int zm_page_anon(void)
 	}
 	g->refs = 1;
 	g->gift = -1;
+	g->run = -1;
 	g->bytes = g->mirror;
 	g->addr = NULL;
 	zm_in_use++;
@@ -170,9 +195,27 @@ static int zm_page_user(int gift, const unsigned char *addr, const unsigned char
 	struct zm_page *g = &zm_pages[i];
 	g->refs = 1;
 	g->gift = gift;
+	g->run = -1;
 	g->bytes = expect;
 	g->addr = addr;
 	zm_gifts[gift].chunks++;
+	return i;
+}
+
+/* A page of a file run whose bytes are (the includer's copy of) the
+ * file's from that page's start; one reference. */
+static int zm_page_file(int run, const unsigned char *bytes)
+{
+	int i = zm_page_alloc();
+	struct zm_page *g = &zm_pages[i];
+	g->refs = 1;
+	g->gift = -1;
+	g->run = run;
+	g->bytes = bytes;
+	g->addr = NULL;
+	zm_runs[run].pages++;
+	zm_runs[run].live++;
+	zm_file_mapped++;
 	return i;
 }
 
@@ -187,10 +230,17 @@ static void zm_page_unref(int pg)
 	if (--g->refs)
 		return;
 	g->addr = NULL;
-	if (g->gift < 0)
+	if (g->run >= 0) {
+		struct zm_run *r = &zm_runs[g->run];
+		if (!--r->live) { /* the last page: the whole run is unmapped */
+			zm_file_mapped -= r->pages;
+			r->used = false;
+		}
+	} else if (g->gift < 0) {
 		zm_in_use--;
-	else
+	} else {
 		zm_gifts[g->gift].chunks--;
+	}
 }
 
 static int zm_gift_new(const unsigned char *base, const unsigned char *expect)
@@ -284,7 +334,9 @@ static void zm_reset(void)
 	}
 	memset(zm_p, 0, sizeof zm_p);
 	memset(zm_gifts, 0, sizeof zm_gifts);
+	memset(zm_runs, 0, sizeof zm_runs);
 	zm_in_use = 0;
+	zm_file_mapped = 0;
 	zm_bad_release = 0;
 	zm_pipes_made = 0;
 }
@@ -333,7 +385,8 @@ static long zm_write_predict(struct zm_pipe *p, size_t len, size_t *merged, int 
 	size_t chars = len % ZM_PG;
 	struct zm_slot *last = zm_last(p);
 	if (chars && last && (last->fl & ZM_MERGE) && last->off + last->len + chars <= ZM_PG &&
-	    zm_pages[last->pg].gift < 0 && zm_pages[last->pg].refs == 1)
+	    zm_pages[last->pg].gift < 0 && zm_pages[last->pg].run < 0 &&
+	    zm_pages[last->pg].refs == 1)
 		*merged = chars;
 	size_t need = (len - *merged + ZM_PG - 1) / ZM_PG;
 	if (need <= zm_room(p))
@@ -578,11 +631,17 @@ static bool zm_vmsplice_apply(struct zm_pipe *p, const struct iovec *iov, int n,
 
 /* ---- pp_splice_from_fd / pp_splice_to_fd / pp_consume ------------------- */
 
+/* The slots pp_splice_from_fd reserves for len: at most 64, its free
+ * slots, enough for len. */
+static size_t zm_fill_slots(const struct zm_pipe *p, size_t len)
+{
+	return zm_min(zm_min((len + ZM_PG - 1) / ZM_PG, zm_room(p)), ZM_SEGS_MAX);
+}
+
 /*
- * pp_splice_from_fd of len, non-blocking: the most the pipe takes (pages
- * it reserves: at most 64, its free slots, enough for len), or -1: EPIPE
- * without a reader, EAGAIN when full (*wait).  The descriptor may give
- * less.
+ * pp_splice_from_fd of len, non-blocking: the most the pipe takes (a page
+ * for each slot it reserves, zm_fill_slots), or -1: EPIPE without a
+ * reader, EAGAIN when full (*wait).  The descriptor may give less.
  */
 static long zm_fill_predict(struct zm_pipe *p, size_t len, int *err, bool *wait, bool *sigpipe)
 {
@@ -594,13 +653,27 @@ static long zm_fill_predict(struct zm_pipe *p, size_t len, int *err, bool *wait,
 		*err = EPIPE;
 		return -1;
 	}
-	size_t k = zm_min(zm_min((len + ZM_PG - 1) / ZM_PG, zm_room(p)), ZM_SEGS_MAX);
+	size_t k = zm_fill_slots(p, len);
 	if (!k) {
 		*wait = true;
 		*err = EAGAIN;
 		return -1;
 	}
 	return (long)zm_min(len, k * ZM_PG);
+}
+
+/*
+ * The same from a sealed file whose pages are mapped, at a file offset
+ * `lead` bytes into its page: the reserved slots hold the pages from that
+ * page on, so lead bytes fewer.  (The file may hold less.)
+ */
+static long zm_fill_map_predict(struct zm_pipe *p, size_t len, uint32_t lead, int *err,
+                                bool *wait, bool *sigpipe)
+{
+	long n = zm_fill_predict(p, len, err, wait, sigpipe);
+	if (n > 0)
+		n = (long)zm_min((size_t)n, zm_fill_slots(p, len) * ZM_PG - lead);
+	return n;
 }
 
 /* n bytes from a descriptor went in, in fresh pages: not mergeable, not
@@ -617,6 +690,55 @@ static bool zm_fill_apply(struct zm_pipe *p, const unsigned char *src, size_t n)
 		done += c;
 	}
 	return true;
+}
+
+/*
+ * n bytes of a sealed file from offset pos went in as its own mapped pages,
+ * one run: the first buffer from pos's place in its page, the others from
+ * their page's start; not mergeable, not packets, not pool pages.  file is
+ * the includer's copy of the file (byte 0 at file offset 0), which it keeps
+ * up to date: the buffers show the file as it is.
+ */
+static bool zm_fill_apply_file(struct zm_pipe *p, const unsigned char *file, uint64_t pos,
+                               size_t n)
+{
+	if (!n)
+		return true;
+	int run = -1;
+	for (int i = 0; i < ZM_MAXRUNS && run < 0; i++)
+		if (!zm_runs[i].used)
+			run = i;
+	if (run < 0) {
+		fprintf(stderr, "zc_model: out of file runs\n");
+		abort();
+	}
+	zm_runs[run] = (struct zm_run){ .used = true };
+	uint32_t at = (uint32_t)(pos % ZM_PG);
+	uint64_t page = pos - at;
+	for (size_t done = 0; done < n; page += ZM_PG, at = 0) {
+		size_t c = zm_min(ZM_PG - at, n - done);
+		if (!zm_room(p))
+			return false;
+		int pg = zm_page_file(run, file + page);
+		zm_push(p, (struct zm_slot){ pg, at, (uint32_t)c, 0 });
+		done += c;
+	}
+	return true;
+}
+
+/* Mapped file pages now (of runs some buffer still names). */
+static long zm_file_pages(void)
+{
+	return zm_file_mapped;
+}
+
+/* File runs not yet unmapped (each has its gift record). */
+static int zm_runs_live(void)
+{
+	int n = 0;
+	for (int i = 0; i < ZM_MAXRUNS; i++)
+		n += zm_runs[i].used;
+	return n;
 }
 
 /*
