@@ -9,7 +9,8 @@
  *        and packet rules, pp_nread/pp_events/pp_fd and the pool's counters;
  *   zc   test/fuzz/fuzz_zerocopy.c  test/fuzz/corpus_zc/  the zero-copy
  *        calls (splice, tee, fan-out, vmsplice, splice to and from
- *        descriptors, peek/consume) between several pipes, against the
+ *        descriptors, peek/consume) between several pipes, from a source
+ *        file that is read or, once sealed, mapped, against the
  *        buffer-and-page model of test/fuzz/zc_model.c;
  *   opts test/fuzz/fuzz_opts.c      test/fuzz/corpus_opts/ the command's
  *        option parser, tools/pagepipe/opts.c (only when that file exists).

@@ -7,7 +7,15 @@
  * before the first operation) and three descriptors: a source file (memfd,
  * read at its position or at an offset), a sink file (written likewise) and
  * a non-blocking kernel pipe (both ways; the target puts bytes into it or
- * takes them out between steps).  The operations: pp_pipe (random flags),
+ * takes them out between steps).  The source starts unsealed, so its bytes
+ * are read into pool pages; an operation (1f, C%3 0) seals it with
+ * F_SEAL_SHRINK, and from then on pp_splice_from_fd maps its pages into the
+ * pipes instead (file buffers: no pool page, never merged into, the first
+ * one starting inside its page, so a call takes up to that many bytes
+ * fewer).  Other operations write to the source (pwrite, also past its end)
+ * or truncate it (ftruncate: EPERM when it would shrink a sealed file): a
+ * mapped buffer shows the file as it is when it is read, a pool copy as it
+ * was at the splice.  The operations: pp_pipe (random flags),
  * pp_write, pp_read, pp_splice, pp_tee, pp_fanout (1-4 outputs, duplicates
  * and the input's own pipe included now and then: EINVAL), pp_vmsplice
  * (1-4 segments of caller memory at any alignment, with a release callback),
@@ -16,7 +24,8 @@
  * pp_setsize, and calls that must fail (bad flags, wrong ends, bad counts,
  * NULL pointers, bad descriptors and offsets).  Nothing blocks: a call that
  * would wait gets PP_SPLICE_NONBLOCK (or, for pp_read/pp_write/pp_peek, its
- * end is made non-blocking for the call, or the call is skipped).
+ * end is made non-blocking for the call, or the call is skipped); and the
+ * source file's operations above.
  *
  * After every step (zm_check_all and the descriptors): for every live pipe
  * pp_nread, pp_getsize, pp_events of each open end and pp_fd readiness, and
@@ -27,11 +36,15 @@
  * conserved, no page lost or leaked); every vmsplice release came exactly
  * once when its last chunk went, with the right length and the caller's
  * bytes intact; the sink file and the kernel pipe hold exactly what was
- * spliced to them, and the source file's position moved by what was taken;
- * SIGPIPE (kept blocked, collected with sigtimedwait) was raised exactly
- * when EPIPE came without PP_NOSIGPIPE.  Every return value and errno is
- * predicted.  At the end every pipe is closed: no page in use, no release
- * missing.
+ * spliced to them, and the source file's position moved by what was taken,
+ * its size and seals and (now and then) its bytes are the model's; once it
+ * is sealed, the mappings of it (/proc/self/maps) add up to the model's
+ * mapped file pages whenever those change: a run is unmapped exactly when
+ * its last page leaves the last pipe; SIGPIPE (kept blocked, collected with
+ * sigtimedwait) was raised exactly when EPIPE came without PP_NOSIGPIPE.
+ * Every return value and errno is predicted.  At the end every pipe is
+ * closed: no page in use, no release missing, no mapping of the source
+ * left.
  *
  * A disagreement prints what was expected and calls abort().
  * FUZZ_VERBOSE=1 prints every step.  Built by tools/fuzz.sh (clang
@@ -58,6 +71,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../memfd_maps.h"
 #include "fuzz_report.h"
 #include "pagepipe.h"
 #include "zc_model.c"
@@ -72,6 +86,7 @@ int ZF_ENTRY(const uint8_t *data, size_t size);
 #define ZF_PAT (1u << 20)               /* pattern bytes, then a copy of the start */
 #define ZF_FR_SIZE (200000u)            /* the source file */
 #define ZF_FR_AT 777u                   /* it holds zf_pat[ZF_FR_AT ..] */
+#define ZF_FR_MAX (600000u)             /* the source file grows up to this */
 #define ZF_FW_MAX (256u * 1024)         /* the sink file starts again past this */
 #define ZF_KP 65536u                    /* the kernel pipe's capacity */
 #define ZF_ARENA (1u << 20)             /* caller memory for pp_vmsplice */
@@ -89,6 +104,11 @@ static struct {
 	int fr, fw, kp[2];
 	off_t fr_pos, fw_pos;
 	size_t fw_size, kp_len;
+	size_t fr_size;    /* the source file's size */
+	bool fr_sealed;    /* F_SEAL_SHRINK: its pages are mapped */
+	bool fr_changed;   /* written, truncated or sealed: made again next time */
+	long fr_mapped;    /* the model's mapped file pages when last compared */
+	unsigned char fr_data[ZF_FR_MAX + 4096]; /* what the source holds; zeros past fr_size */
 	unsigned char fw_data[ZF_FW_MAX + ZF_MAX_IO + 4096];
 	unsigned char kp_data[ZF_KP];
 } zf;
@@ -230,14 +250,39 @@ static void zf_set_nb(struct zm_pipe *p, int side, bool nb)
 
 /* ---- the descriptors ---------------------------------------------------------- */
 
-/* The descriptors against their model; the sink file's contents only
- * when `contents` (it can be large). */
+/* The source file's mappings against the model's file runs: compared when
+ * the model's count changed (a leak or a missing unmap shows then; an
+ * early unmap would fault at the next check of the contents), or always. */
+static void zf_maps_check(bool always)
+{
+	long pages = zm_file_pages();
+	if (!zf.fr_sealed || (!always && pages == zf.fr_mapped))
+		return;
+	long got = memfd_mapped("zf-src", NULL);
+	ZF_CHECK(got >= 0, "/proc/self/maps: %s", strerror(errno));
+	ZF_CHECK(got == pages * 4096, "the source file has %ld bytes mapped, the model's buffers "
+	         "name %ld file pages of %d calls", got, pages, zm_runs_live());
+	zf.fr_mapped = pages;
+}
+
+/* The descriptors against their model; the files' contents only when
+ * `contents` (they can be large). */
 static void zf_fds_check(bool contents)
 {
-	static unsigned char buf[ZF_FW_MAX + ZF_MAX_IO + 4096];
+	static unsigned char buf[ZF_FR_MAX + ZF_FW_MAX + ZF_MAX_IO + 4096]; /* either file */
 	struct stat st;
 	ZF_CHECK(lseek(zf.fr, 0, SEEK_CUR) == zf.fr_pos, "source file position %lld, want %lld",
 	         (long long)lseek(zf.fr, 0, SEEK_CUR), (long long)zf.fr_pos);
+	ZF_CHECK(fstat(zf.fr, &st) == 0 && (size_t)st.st_size == zf.fr_size,
+	         "source file size %lld, want %zu", (long long)st.st_size, zf.fr_size);
+	int seals = fcntl(zf.fr, F_GET_SEALS);
+	ZF_CHECK(seals >= 0 && !(seals & F_SEAL_SHRINK) == !zf.fr_sealed,
+	         "source file seals %#x, want F_SEAL_SHRINK %s", seals, zf.fr_sealed ? "set" : "unset");
+	if (contents && zf.fr_changed) {
+		ssize_t n = pread(zf.fr, buf, zf.fr_size, 0);
+		ZF_CHECK(n == (ssize_t)zf.fr_size && !memcmp(buf, zf.fr_data, zf.fr_size),
+		         "the source file holds other bytes than were written to it");
+	}
 	ZF_CHECK(lseek(zf.fw, 0, SEEK_CUR) == zf.fw_pos, "sink file position %lld, want %lld",
 	         (long long)lseek(zf.fw, 0, SEEK_CUR), (long long)zf.fw_pos);
 	ZF_CHECK(fstat(zf.fw, &st) == 0 && (size_t)st.st_size == zf.fw_size,
@@ -273,15 +318,31 @@ static void zf_kp_drain(void)
 
 static void zf_fds_reset(void)
 {
-	if (zf.fr < 0) {
-		zf.fr = memfd_create("zf-src", MFD_CLOEXEC);
+	if (zf.fr >= 0 && zf.fr_changed) { /* a seal cannot be undone: a new file */
+		close(zf.fr);
+		zf.fr = -1;
+	}
+	if (zf.fw < 0) {
 		zf.fw = memfd_create("zf-sink", MFD_CLOEXEC);
-		if (zf.fr < 0 || zf.fw < 0 || pipe2(zf.kp, O_NONBLOCK | O_CLOEXEC) != 0 ||
-		    pwrite(zf.fr, zf_pat + ZF_FR_AT, ZF_FR_SIZE, 0) != (ssize_t)ZF_FR_SIZE) {
+		if (zf.fw < 0 || pipe2(zf.kp, O_NONBLOCK | O_CLOEXEC) != 0) {
 			perror("fuzz_zerocopy: descriptors");
 			abort();
 		}
 	}
+	if (zf.fr < 0) {
+		/* Sealing allowed, not sealed: read into pool pages, as a file
+		 * made without MFD_ALLOW_SEALING would be. */
+		zf.fr = memfd_create("zf-src", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		if (zf.fr < 0 || pwrite(zf.fr, zf_pat + ZF_FR_AT, ZF_FR_SIZE, 0) != (ssize_t)ZF_FR_SIZE) {
+			perror("fuzz_zerocopy: the source file");
+			abort();
+		}
+		memcpy(zf.fr_data, zf_pat + ZF_FR_AT, ZF_FR_SIZE);
+		memset(zf.fr_data + ZF_FR_SIZE, 0, sizeof zf.fr_data - ZF_FR_SIZE);
+	}
+	zf.fr_size = ZF_FR_SIZE;
+	zf.fr_sealed = zf.fr_changed = false;
+	zf.fr_mapped = 0;
 	ZF_CHECK(lseek(zf.fr, 0, SEEK_SET) == 0 && ftruncate(zf.fw, 0) == 0 &&
 	         lseek(zf.fw, 0, SEEK_SET) == 0, "resetting the files failed");
 	zf.fr_pos = zf.fw_pos = 0;
@@ -539,6 +600,9 @@ static void zf_op_from_fd(struct fuzz_in *in)
 	off_t pos = src == 0 ? zf.fr_pos : off;
 	int fd = bad_fd ? -1 : src == 2 ? zf.kp[0] : zf.fr;
 	bool use_off = src == 1 || (src == 2 && kp_off) || (src == 1 && neg);
+	/* The sealed file's pages are mapped: its buffers start at pos's place
+	 * in its page. */
+	bool mapped = zf.fr_sealed && src != 2 && !bad_fd;
 	long want;
 	int eerr = 0;
 	bool wait = false, sig = false;
@@ -553,9 +617,10 @@ static void zf_op_from_fd(struct fuzz_in *in)
 	} else if (use_off && off < 0) {
 		want = -1, eerr = EINVAL;
 	} else {
-		want = zm_fill_predict(p, len, &eerr, &wait, &sig);
+		want = mapped ? zm_fill_map_predict(p, len, (uint32_t)(pos % 4096), &eerr, &wait, &sig)
+		              : zm_fill_predict(p, len, &eerr, &wait, &sig);
 		size_t avail = src == 2 ? zf.kp_len
-		             : pos < (off_t)ZF_FR_SIZE ? ZF_FR_SIZE - (size_t)pos : 0;
+		             : pos < (off_t)zf.fr_size ? zf.fr_size - (size_t)pos : 0;
 		if (want > 0 && !avail) {
 			if (src == 2)
 				want = -1, eerr = EAGAIN; /* empty, and we hold its writer */
@@ -572,8 +637,8 @@ static void zf_op_from_fd(struct fuzz_in *in)
 	}
 	zf_name("pp_splice_from_fd(%s%s%s -> pipe %u, %zu bytes at %lld, flags %#x%s) [%u/%u slots]",
 	        bad_fd ? "fd -1" : src == 2 ? "kernel pipe" : "file", use_off ? " with offset" : "",
-	        src == 2 ? "" : "", p->id, len, (long long)pos, flags, added ? " (nonblock added)" : "",
-	        p->count, p->cap);
+	        mapped ? " (sealed: mapped)" : "", p->id, len, (long long)pos, flags,
+	        added ? " (nonblock added)" : "", p->count, p->cap);
 	errno = 0;
 	ssize_t got = pp_splice_from_fd(fd, use_off ? &off : NULL, p->end[ZM_W], len, flags);
 	int err = errno;
@@ -582,8 +647,13 @@ static void zf_op_from_fd(struct fuzz_in *in)
 	if (use_off)
 		ZF_CHECK(off == off0 + (got > 0 ? got : 0), "the offset is %lld, want %lld",
 		         (long long)off, (long long)(off0 + (got > 0 ? got : 0)));
-	if (got > 0) {
-		const unsigned char *from = src == 2 ? zf.kp_data : zf_pat + ZF_FR_AT + pos;
+	if (got > 0 && mapped) {
+		ZF_CHECK(zm_fill_apply_file(p, zf.fr_data, (uint64_t)pos, (size_t)got),
+		         "model: file pages not applied");
+		if (src == 0)
+			zf.fr_pos += got;
+	} else if (got > 0) {
+		const unsigned char *from = src == 2 ? zf.kp_data : zf.fr_data + pos;
 		ZF_CHECK(zm_fill_apply(p, from, (size_t)got), "model: fill not applied");
 		if (src == 0)
 			zf.fr_pos += got;
@@ -794,6 +864,54 @@ static void zf_op_setsize(struct fuzz_in *in)
 		p->cap = (uint32_t)(got / 4096);
 }
 
+/*
+ * The source file itself (op 1f): C%3 0 seal it with F_SEAL_SHRINK (its
+ * pages are mapped from then on, until the input ends), 1 pwrite SIZE bytes
+ * at OFF*1031 (past its end: it grows, a hole reads as zeros), 2 ftruncate
+ * it to OFF*1031 bytes (shrinking a sealed file: EPERM).  A buffer mapped
+ * from it shows what a write puts there; a pool copy does not.
+ */
+static void zf_op_source(struct fuzz_in *in)
+{
+	unsigned c = fuzz_byte(in) % 3, ob = fuzz_byte(in);
+	size_t n = c == 1 ? zf_size(in) : 0, at = (size_t)ob * 1031;
+	long want = 0, got;
+	int eerr = 0, err;
+	errno = 0;
+	if (c == 0) {
+		zf_name("seal the source file (F_SEAL_SHRINK)");
+		got = fcntl(zf.fr, F_ADD_SEALS, F_SEAL_SHRINK);
+		err = errno;
+		zf_check_ret(got, err, 0, 0);
+		zf.fr_sealed = true;
+	} else if (c == 1) {
+		n = zm_min(n, ZF_FR_MAX - at);
+		const unsigned char *src = zf_pat + zf_cursor;
+		zf_cursor = (zf_cursor + (uint32_t)n + 5) % ZF_PAT;
+		zf_name("pwrite(source file, %zu bytes at %zu) [size %zu%s]", n, at, zf.fr_size,
+		        zf.fr_sealed ? ", sealed" : "");
+		got = pwrite(zf.fr, src, n, (off_t)at);
+		err = errno;
+		zf_check_ret(got, err, (long)n, 0);
+		memcpy(zf.fr_data + at, src, n);
+		if (n && at + n > zf.fr_size)
+			zf.fr_size = at + n;
+	} else {
+		if (zf.fr_sealed && at < zf.fr_size)
+			want = -1, eerr = EPERM;
+		zf_name("ftruncate(source file, %zu) [size %zu%s]", at, zf.fr_size,
+		        zf.fr_sealed ? ", sealed" : "");
+		got = ftruncate(zf.fr, (off_t)at);
+		err = errno;
+		zf_check_ret(got, err, want, eerr);
+		if (!got && at < zf.fr_size)
+			memset(zf.fr_data + at, 0, zf.fr_size - at);
+		if (!got)
+			zf.fr_size = at;
+	}
+	zf.fr_changed = true;
+}
+
 /* Calls that must fail and change nothing. */
 static void zf_op_bad(struct fuzz_in *in)
 {
@@ -894,6 +1012,7 @@ static void zf_op_bad(struct fuzz_in *in)
 static void zf_check(bool contents)
 {
 	zm_check_all();
+	zf_maps_check(false);
 	zf_fds_check(contents);
 	ZF_CHECK(!zf_take_sigpipe(), "a SIGPIPE is pending that no EPIPE explains");
 }
@@ -940,7 +1059,7 @@ int ZF_ENTRY(const uint8_t *data, size_t size)
 
 	while (in.n) {
 		unsigned op = fuzz_byte(&in);
-		bool to_fd = op % 16 == 9;
+		bool to_fd = op % 16 == 9 || op == 0x1f;
 		zf_step++;
 		snprintf(zf_op, sizeof zf_op, "op %u", op);
 		switch (op % 16) {
@@ -958,7 +1077,10 @@ int ZF_ENTRY(const uint8_t *data, size_t size)
 		case 12: zf_op_close(&in); break;
 		case 13: zf_op_setsize(&in); break;
 		case 14: zf_op_bad(&in); break;
-		default: break; /* only the checks */
+		default: /* only the checks; 1f: the source file */
+			if (op == 0x1f)
+				zf_op_source(&in);
+			break;
 		}
 		zf_check(to_fd);
 	}
@@ -979,6 +1101,8 @@ int ZF_ENTRY(const uint8_t *data, size_t size)
 	ZF_CHECK(pp_pool_stats(&st) == 0 && st.pages_in_use == 0,
 	         "%ld pages still in use after every pipe was closed", st.pages_in_use);
 	ZF_CHECK(zm_gifts_pending() == 0, "%d vmsplice releases never came", zm_gifts_pending());
+	ZF_CHECK(zm_file_pages() == 0, "model: %ld file pages still mapped", zm_file_pages());
+	zf_maps_check(true); /* none left: every run was unmapped */
 	zf_fds_check(true);
 	zf_kp_drain();
 	return 0;

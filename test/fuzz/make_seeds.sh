@@ -132,7 +132,14 @@ ls "$dir" | wc -l | sed 's/$/ seeds in '"$(echo "$dir" | sed 's/[\/&]/\\&/g')"'/
 #   0d C PIPE                   pp_setsize of entry (C>>1)%12 of 1, 4K, 8K, 12K,
 #                               16K, 32K, 64K, 128K, 256K, 1M, 2M, 5000
 #   0e C PIPE                   a call that must fail (C%8 picks, C bits 3-5 vary)
-#   0f                          nothing (only the checks)
+#   0f                          nothing (only the checks); so are 2f..ff ending in f
+#   1f C OFF [SIZE]             the source file: C%3 0 seal it with F_SEAL_SHRINK
+#                               (for the rest of the input pp_splice_from_fd maps
+#                               its pages: no pool page, no merging, and a write
+#                               to the file shows in them), 1 pwrite SIZE bytes
+#                               at OFF*1031 (past the end: it grows), 2
+#                               ftruncate to OFF*1031 (EPERM if sealed and
+#                               smaller); it starts unsealed, 200000 bytes
 # SIZE as above; LEN is a SIZE, or ff (1 GiB: everything), fe (SIZE_MAX).
 dir=${2:-$(dirname "$0")/corpus_zc}
 mkdir -p "$dir"
@@ -165,6 +172,27 @@ seed z25_vmsplice_fanout    00 05 '|' 07 00 01 81 00 05 00 00 '|' 06 00 01 01 02
 # reference; a buffer split by a partial splice never merges again.
 seed z26_tee_copy_owned     01 00 0a 00 '|' 05 00 01 ff 00 '|' 02 00 7f 00 '|' 01 01 0a 00 '|' 02 01 7f 00
 seed z27_split_no_merge     01 00 20 63 00 '|' 03 00 01 20 31 00 '|' 02 01 7f 00 '|' 01 00 0a 00 '|' 0a 00 05 00 00
+# A sealed source (1f 00 00): its pages are mapped.  An offset inside a page
+# makes the first buffer start there, so a call of N slots takes N pages
+# less that lead; at and past the end of the file: 0.
+seed z28_sealed_map         1f 00 00 '|' 08 01 00 61 00 00 00 '|' 08 01 01 61 05 00 00 '|' 02 01 7f 00 '|' 08 01 00 ff 00 00 00 '|' 02 01 7f 00 '|' 08 01 01 ff c2 00 00 '|' 08 01 01 ff ff 00 00 '|' 0a 01 09 00 00
+# Writes to the file after the splice show in the mapped buffers (and in a
+# tee'd copy of them), not in a pool copy made before the seal.
+seed z29_sealed_file_writes 08 00 01 61 03 00 00 '|' 1f 00 00 '|' 08 00 01 62 01 00 00 '|' 05 00 01 ff 00 '|' 1f 01 00 80 10 27 '|' 02 00 7f 00 '|' 1f 01 01 64 '|' 02 01 7f 00 '|' 08 00 00 61 00 00 00 '|' 1f 01 02 63 '|' 09 00 00 ff 00 00
+# Truncating: any size before the seal; after it, shrinking is EPERM and
+# growing is allowed (zeros, mapped too), as are writes past the end.
+seed z30_sealed_truncate    1f 02 ff '|' 1f 02 05 '|' 08 01 00 ff 00 00 00 '|' 1f 00 00 '|' 1f 02 00 '|' 1f 02 04 '|' 1f 02 05 '|' 1f 02 f0 '|' 08 01 00 ff 00 00 00 '|' 1f 01 f8 80 10 27 '|' 08 01 01 ff f7 00 00 '|' 02 01 7f 00 '|' 1f 02 f9 '|' 08 01 01 ff f7 00 00 '|' 0a 01 09 00 00
+# Mapped buffers are never merged into: a small write after one takes a
+# new page, in stream and packet pipes; split by a partial read they stay
+# unmergeable.
+seed z31_sealed_no_merge    00 03 '|' 1f 00 00 '|' 08 00 01 0a 02 00 00 '|' 01 00 0a 00 '|' 08 01 00 0a 00 00 00 '|' 01 01 0a 00 '|' 02 00 05 00 '|' 01 00 05 00 '|' 08 02 01 20 63 00 00 00 '|' 01 02 0a 00 '|' 02 00 7f 00 '|' 02 01 7f 00 '|' 02 02 7f 00 '|' 02 02 7f 00
+# The mapping lives while any pipe holds one of its pages: fanned out,
+# spliced on, to the sink file and the kernel pipe, pipes closed full.
+seed z32_sealed_fanout      00 05 '|' 1f 00 00 '|' 08 00 01 80 10 27 03 00 00 '|' 06 00 01 01 02 ff 00 '|' 09 01 00 ff 00 00 '|' 03 02 00 20 63 00 '|' 09 00 02 ff 00 00 '|' 0c 00 00 '|' 0c 01 00 '|' 08 02 00 ff 00 00 00 '|' 0c 00 02 '|' 02 01 7f 00
+# One free slot and an offset inside a page: a page less the lead.
+seed z33_sealed_one_slot    0d 02 01 '|' 1f 00 00 '|' 08 01 01 50 01 00 00 '|' 02 01 7f 00 '|' 08 01 01 50 04 00 00 '|' 08 01 00 50 00 00 00 '|' 02 01 7f 00 '|' 08 01 00 ff 00 00 00 '|' 02 01 7f 00 '|' 08 01 00 ff 00 00 00
+# Many calls, each its own mapping, a write landing in what is in the pipe.
+seed z34_sealed_cycles      1f 00 00 $(i=0; while [ $i -lt 8 ]; do printf '| 08 00 00 80 %02x 27 00 00 00 | 1f 01 %02x 20 70 | 05 00 01 20 40 00 | 03 00 01 ff 00 | 02 01 80 00 50 00 | 0a 01 09 00 00 ' $((i * 13)) $((i * 10)); i=$((i + 1)); done)
 ls "$dir" | wc -l | sed 's/$/ seeds in '"$(echo "$dir" | sed 's/[\/&]/\\&/g')"'/'
 
 # ---- fuzz_opts.c --------------------------------------------------------------
