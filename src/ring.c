@@ -383,14 +383,6 @@ static inline struct pp_buf *merge_target(struct pp_ring *r, size_t chars)
 	return last;
 }
 
-/*
- * The small-write fast path, for pp_write of 1 to PP_PAGE_SIZE-1 bytes:
- * when the bytes fit in the last buffer (a stream of small writes, nearly
- * always), append them and be done: one lock hold, no iterator, and no
- * wake, since a pipe that already holds data has no reader asleep.  Any
- * other case (no reader, no room in the last buffer, packet mode) returns
- * -1 having changed nothing, and the caller takes pp_ring_write.
- */
 ssize_t pp_ring_write(struct pp_ring *r, int fl, struct pp_iter *it)
 {
 	ssize_t ret = 0;
