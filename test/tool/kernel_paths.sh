@@ -158,12 +158,7 @@ want_grep '^pagepipe: output 1 .*dropped: Broken pipe$' "$E" stats
 end
 
 begin all_readers_leave_endless_input
-rm -f "$T/f1" "$T/f2"
-mkfifo "$T/f1" "$T/f2"
-head -c 5000 "$T/f1" >/dev/null &
-bg_track $!
-head -c 3000000 "$T/f2" >/dev/null &
-bg_track $!
+fifo_heads 5000 3000000
 yes 'pagepipe endless input' | pp --stats -o "$T/f1" -o "$T/f2" 2>"$E"
 st=("${PIPESTATUS[@]}")
 want_status "${st[1]}" 0

@@ -83,6 +83,19 @@ pp() { timeout -k 5 "$CASE_TIMEOUT" env --default-signal=PIPE "$PAGEPIPE" "$@"; 
 # bg_track PID: kill PID on exit if still there.
 bg_track() { _bgpids="$_bgpids $1"; }
 
+# fifo_heads N1 N2 ...: fifos $T/f1, $T/f2, ... each read in the background
+# by `head -c N` (an output whose reader leaves after N bytes).
+fifo_heads() {
+	local i=1 n
+	for n in "$@"; do
+		rm -f "$T/f$i"
+		mkfifo "$T/f$i"
+		head -c "$n" "$T/f$i" >/dev/null &
+		bg_track $!
+		i=$((i + 1))
+	done
+}
+
 # wait_pid PID SECONDS: wait for a background child, at most SECONDS; sets
 # WAIT_RC to its exit status, or to 124 after killing it when time ran out.
 wait_pid() {

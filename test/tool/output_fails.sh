@@ -161,12 +161,7 @@ want_same "$T/yes.want" "$T/h"
 end
 
 begin endless_file_all_outputs_gone
-rm -f "$T/f1" "$T/f2"
-mkfifo "$T/f1" "$T/f2"
-head -c 5000 "$T/f1" >/dev/null &
-bg_track $!
-head -c 70000 "$T/f2" >/dev/null &
-bg_track $!
+fifo_heads 5000 70000
 pp -i /dev/zero -o "$T/f1" -o "$T/f2" 2>"$E"
 want_status $? 0
 want_empty "$E" stderr
