@@ -356,11 +356,13 @@ enum { PP_KIND_ANON = 0, PP_KIND_USER, PP_KIND_FILE, PP_KINDS };
  * handle names the bytes and its gift record (owner); the record's release
  * runs when the last reference to the last of its handles goes. */
 uint32_t pp_handle_user(void *addr, void *owner); /* 0 with ENOMEM */
+/* n handles for the n pages from addr: how many (fewer: ENOMEM). */
+unsigned pp_handle_user_many(void *addr, unsigned n, void *owner, uint32_t *pages);
 void pp_gift_put(void *gift);
 /* A record, holding one reference (the caller's), whose release unmaps
  * [addr, addr + len); NULL with ENOMEM. */
 void *pp_gift_new_unmap(void *addr, size_t len);
-void pp_gift_ref(void *gift);
+void pp_gift_ref(void *gift, unsigned n); /* n more references */
 extern const struct pp_buf_ops *const pp_buf_kinds[PP_KINDS];
 
 static inline const struct pp_buf_ops *pp_buf_ops_of(uint32_t flags)

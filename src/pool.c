@@ -219,39 +219,67 @@ static const struct pp_buf_ops anon_ops = {
 };
 
 /*
- * Caller memory handed in by pp_vmsplice: the handle names the caller's
- * bytes, and `owner` the record whose release callback runs when the last
- * reference to the last of its handles goes (vmsplice.c).  Never merged
- * into: the bytes are the caller's.  These handles are not pool pages and
- * do not count in pages_in_use.
+ * Caller memory handed in by pp_vmsplice, and file pages mapped in by
+ * pp_splice_from_fd: a handle names the bytes, and `owner` the record whose
+ * release runs when the last reference to the last of its handles goes
+ * (vmsplice.c).  Never merged into: the bytes are not the pipe's.  These
+ * handles are not pool pages and do not count in pages_in_use.
+ *
+ * Handles for n pages from addr, each naming owner, into pages[], under one
+ * hold of the pool lock; how many were made (fewer than n, with errno
+ * ENOMEM, when handles ran out).
  */
-uint32_t pp_handle_user(void *addr, void *owner)
+unsigned pp_handle_user_many(void *addr, unsigned n, void *owner, uint32_t *pages)
 {
+	unsigned made = 0;
 	pp_lock(&pool_lock);
-	uint32_t h = handle_new();
-	if (h) {
+	for (; made < n; made++) {
+		uint32_t h = handle_new();
+		if (!h)
+			break;
 		struct pp_page_slot *s = pp_page_slot(h);
-		s->addr = addr;
+		s->addr = (unsigned char *)addr + (size_t)made * PP_PAGE_SIZE;
 		s->owner = owner;
 		atomic_store_explicit(&s->refs, 1, memory_order_relaxed);
+		pages[made] = h;
 	}
 	pp_unlock(&pool_lock);
-	if (!h)
+	if (made < n)
 		errno = ENOMEM;
-	return h;
+	return made;
 }
 
+uint32_t pp_handle_user(void *addr, void *owner)
+{
+	uint32_t h;
+	return pp_handle_user_many(addr, 1, owner, &h) ? h : 0;
+}
+
+#define PP_PUT_BATCH 64
+
+/* Drop a reference each; the handles whose last one went are freed under
+ * one hold of the pool lock, and their owners' records dropped after it
+ * (a record's release may run the caller's callback). */
 static void user_put(const uint32_t *pages, unsigned n)
 {
+	void *owners[PP_PUT_BATCH];
+	uint32_t pages_gone[PP_PUT_BATCH];
+	unsigned gone = 0;
 	for (unsigned i = 0; i < n; i++) {
 		struct pp_page_slot *s = pp_page_slot(pages[i]);
-		if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
-			continue;
-		void *owner = s->owner;
-		pp_lock(&pool_lock);
-		handle_free(pages[i]);
-		pp_unlock(&pool_lock);
-		pp_gift_put(owner);
+		if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1) {
+			pages_gone[gone] = pages[i];
+			owners[gone++] = s->owner;
+		}
+		if (gone && (gone == PP_PUT_BATCH || i + 1 == n)) {
+			pp_lock(&pool_lock);
+			for (unsigned j = 0; j < gone; j++)
+				handle_free(pages_gone[j]);
+			pp_unlock(&pool_lock);
+			for (unsigned j = 0; j < gone; j++)
+				pp_gift_put(owners[j]);
+			gone = 0;
+		}
 	}
 }
 

@@ -134,16 +134,13 @@ static ssize_t map_file(int fd, off_t pos, size_t len, uint32_t k, const struct 
 		munmap(m, maplen);
 		return -1;
 	}
-	unsigned made;
-	for (made = 0; made < maplen / PP_PAGE_SIZE; made++) {
-		uint32_t h = pp_handle_user(m + (size_t)made * PP_PAGE_SIZE, gift);
-		if (!h) { /* give back what was made; the last put unmaps */
-			pp_buf_kinds[PP_KIND_FILE]->put(pages, made);
-			pp_gift_put(gift);
-			return -1;
-		}
-		pp_gift_ref(gift);
-		pages[made] = h;
+	unsigned want = (unsigned)(maplen / PP_PAGE_SIZE);
+	unsigned made = pp_handle_user_many(m, want, gift, pages);
+	pp_gift_ref(gift, made); /* one for each handle */
+	if (made < want) { /* give back what was made; the last put unmaps */
+		pp_buf_kinds[PP_KIND_FILE]->put(pages, made);
+		pp_gift_put(gift);
+		return -1;
 	}
 	*run = (struct file_run){ .gift = gift, .lead = lead, .pages = made };
 	return (ssize_t)len;

@@ -68,10 +68,10 @@ void *pp_gift_new_unmap(void *addr, size_t len)
 	return gift_new(unmap_release, NULL, (struct iovec){ addr, len });
 }
 
-void pp_gift_ref(void *p)
+void pp_gift_ref(void *p, unsigned n)
 {
 	struct gift *g = p;
-	atomic_fetch_add_explicit(&g->refs, 1, RELAXED);
+	atomic_fetch_add_explicit(&g->refs, n, RELAXED);
 }
 
 void pp_gift_put(void *p)
@@ -158,7 +158,7 @@ PP_API ssize_t pp_vmsplice(struct pp_end *out, const struct iovec *iov, unsigned
 			err = ENOMEM;
 			break;
 		}
-		pp_gift_ref(g);
+		pp_gift_ref(g, 1);
 		pp_ring_push_buf(r, (struct pp_buf){
 			.page = h,
 			.offset = 0,
