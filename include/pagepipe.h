@@ -266,25 +266,31 @@ ssize_t pp_consume(struct pp_end *in, size_t n);
 
 /*
  * The page pool shared by all pipes of the process.  A page a pipe drains
- * goes back to the pool; up to cache_max idle pages are kept for reuse
- * (default 64), the rest are returned to the system at once.  While many
- * pages are in use, fresh ones are mapped in batches (in_use/8, at most 64,
- * never beyond the cache's room); the unused part of a batch counts as
- * cached.  A page the system refuses to unmap (ENOMEM from munmap at
- * vm.max_map_count) stays cached, even above cache_max.
+ * goes back to the pool, which keeps idle pages for reuse up to the room
+ * left in the open pipes (pipe_pages - pages_in_use) or 64, whichever is
+ * more, but never more than cache_max (default LONG_MAX: no bound beyond
+ * that), and returns the rest to the system at once.  So streaming through
+ * a deep pipe does not unmap and map pages afresh, and once the pipes are
+ * closed at most 64 idle pages are kept.  While many pages are in use,
+ * fresh ones are mapped in batches (in_use/8, at most 64, never beyond the
+ * room for idle pages); the unused part of a batch counts as cached.  A
+ * page the system refuses to unmap (ENOMEM from munmap at vm.max_map_count)
+ * stays cached, even above the bound.
  */
 struct pp_pool_stats {
 	long pages_in_use; /* pages holding pipe data now */
 	long pages_cached; /* idle pages kept for reuse */
-	long cache_max;    /* bound on pages_cached */
+	long cache_max;    /* hard bound on pages_cached (LONG_MAX: none) */
 	long limit;        /* bound on pages_in_use, 0 for none */
+	long pipe_pages;   /* capacity of all open pipes, in pages */
 };
 
 /* Fill *st; returns 0, or -1 with EFAULT. */
 int pp_pool_stats(struct pp_pool_stats *st);
 
-/* Set the bound on cached idle pages (trimming at once); returns the old one,
- * or -1 with EINVAL for a negative bound. */
+/* Set the hard bound on cached idle pages (trimming at once; 0 keeps none,
+ * LONG_MAX is the default); returns the old one, or -1 with EINVAL for a
+ * negative bound. */
 long pp_pool_setcache(long pages);
 
 /* Return every cached idle page to the system; returns how many. */

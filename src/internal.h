@@ -280,6 +280,9 @@ void pp_page_put(uint32_t page);
 /* Up to n pages into pages[]: how many (0 with errno ENOMEM). */
 unsigned pp_page_get_many(uint32_t *pages, unsigned n);
 void pp_page_put_many(const uint32_t *pages, unsigned n);
+/* A pipe's capacity came (pages > 0) or went (pages < 0): the pool keeps
+ * spare pages for the room in open pipes (pool.c). */
+void pp_pool_pipe_pages(long pages);
 
 /* Handle -> address: a two-level table whose leaves are never freed, so a
  * lookup needs no lock; the entry was written before the handle was handed

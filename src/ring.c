@@ -121,6 +121,7 @@ struct pp_ring *pp_ring_new(int flags)
 	r->efd[PP_READ] = r->efd[PP_WRITE] = -1;
 	atomic_init(&r->spin_budget[PP_READ], pp_spin_limit);
 	atomic_init(&r->spin_budget[PP_WRITE], pp_spin_limit);
+	pp_pool_pipe_pages(PP_DEFAULT_PAGES);
 	return r;
 }
 
@@ -130,6 +131,7 @@ void pp_ring_free(struct pp_ring *r)
 	uint32_t mask = r->ring_size - 1;
 	for (uint32_t i = LOAD(r->tail); i != LOAD(r->head); i++)
 		pp_buf_ops_of(bufs[i & mask].flags)->put(&bufs[i & mask].page, 1);
+	pp_pool_pipe_pages(-(long)LOAD(r->max_usage));
 	for (int s = 0; s < 2; s++)
 		if (r->efd[s] >= 0)
 			close(r->efd[s]);
@@ -712,6 +714,7 @@ long pp_ring_setsize(struct pp_ring *r, size_t size)
 		}
 	}
 	if (!err) {
+		pp_pool_pipe_pages((long)pages - (long)LOAD(r->max_usage));
 		atomic_store_explicit(&r->max_usage, pages, RELAXED);
 		/* More room may let any number of writers on: wake them all. */
 		if (pp_ring_mark_wake(r, PP_WRITE))

@@ -3,13 +3,19 @@
  * system will not take a page back.
  *
  * The pool maps pages in batches once many are in use (in_use/8 at a time,
- * at most 64, within the cache's room and the pool's limit), and the part
- * of a batch not needed yet counts as cached.  test/fault.h stands in for
+ * at most 64, within the room for idle pages and the pool's limit), and the
+ * part of a batch not needed yet counts as cached.  It keeps idle pages up
+ * to the room left in the open pipes (at least 64), never above a
+ * cache_max the caller set.  test/fault.h stands in for
  * mmap and munmap here, so the test sees the library's real calls:
  *   - a small pipe still maps its pages one or two at a time (nothing held
  *     beyond what it uses), a deep one in few calls;
  *   - mapped pages always equal pages_in_use + pages_cached (no page
- *     unaccounted for), and pages_cached never exceeds cache_max;
+ *     unaccounted for), and pages_cached never exceeds cache_max or the
+ *     pipes' room (or 64);
+ *   - a deep pipe refilled after a drain maps nothing new, and closing or
+ *     shrinking it gives back what it no longer has room for;
+ *   - a cache_max set by the caller holds even when the pipes have room;
  *   - a batch never maps beyond the pool's limit;
  *   - with every munmap refused (ENOMEM, as at vm.max_map_count, where
  *     cutting a page out of a batch mapping cannot split it), drained pages
@@ -19,27 +25,33 @@
  * Single-threaded: fault.h counts while armed, and the armed window covers
  * each case.
  */
+#include <limits.h>
 #include <sys/mman.h>
 
 #include "harness.h"
 #include "fault.h"
 #include "tpipe.h"
 
-#define DEFAULT_CACHE 64
+#define DEFAULT_CACHE LONG_MAX /* no hard bound: the pipes' room rules */
+#define CACHE_FLOOR 64         /* idle pages kept with no room left */
 
 static struct pp_pool_stats stats(void)
 {
 	return tp_pool_stats();
 }
 
-/* Every page mapped is in use or cached, and the cache within its bound
- * (unless munmap is being refused). */
+/* Every page mapped is in use or cached, and the cache within its bounds
+ * (unless munmap is being refused): cache_max, and the room left in the
+ * open pipes or CACHE_FLOOR, whichever is more. */
 static void check_accounting(void)
 {
 	struct pp_pool_stats st = stats();
 	CHECK_EQ(fi.maps, st.pages_in_use + st.pages_cached);
-	if (!fi.munmap_refuse)
+	if (!fi.munmap_refuse) {
+		long room = st.pipe_pages - st.pages_in_use;
 		CHECK(st.pages_cached <= st.cache_max);
+		CHECK(st.pages_cached <= (room > CACHE_FLOOR ? room : CACHE_FLOOR));
+	}
 }
 
 /* Start from an empty pool with cache bound `cache`, counting. */
@@ -152,7 +164,7 @@ static void deep_pipes_map_in_batches(void)
 		pp_close(e[i][1]);
 	}
 	CHECK_EQ(stats().pages_in_use, 0);
-	CHECK_EQ(stats().pages_cached, DEFAULT_CACHE);
+	CHECK_EQ(stats().pages_cached, CACHE_FLOOR);
 	finish();
 	pp_setmaxsize((size_t)oldmax);
 }
@@ -209,14 +221,77 @@ static void refused_unmap_keeps_pages(void)
 	CHECK_EQ(stats().pages_cached, 23);
 	check_accounting();
 
-	/* The system takes pages again: the next drain and a trim give
-	 * everything back. */
+	/* The system takes pages again: the next drain gives everything
+	 * back, the pages kept before with the ones drained now. */
 	fi.munmap_refuse = 0;
 	CHECK_EQ(drain_check(e[0], 5, &rpos), 8 * 4096 + 100);
 	CHECK_EQ(stats().pages_in_use, 0);
-	CHECK_EQ(pp_pool_trim(), 23);
+	CHECK_EQ(stats().pages_cached, 0);
+	CHECK_EQ(pp_pool_trim(), 0);
 	CHECK_EQ(fi.maps, 0);
 	CHECK_EQ(rpos, wpos);
+	pp_close(e[0]);
+	pp_close(e[1]);
+	finish();
+}
+
+/* A pipe deeper than CACHE_FLOOR, filled, drained and filled again: the
+ * second fill maps nothing (the pool kept what the pipe has room for);
+ * closing it gives back all but CACHE_FLOOR.  pipe_pages follows the
+ * pipe's size. */
+static void deep_pipe_keeps_its_pages(void)
+{
+	enum { PAGES = 256 };
+	struct pp_end *e[2];
+	size_t wpos = 0, rpos = 0;
+	start(DEFAULT_CACHE);
+	long base = stats().pipe_pages;
+	CHECK_EQ(pp_pipe(e, PP_NONBLOCK), 0);
+	CHECK_EQ(stats().pipe_pages, base + 16);
+	CHECK_EQ(pp_setsize(e[1], PAGES * 4096), PAGES * 4096);
+	CHECK_EQ(stats().pipe_pages, base + PAGES);
+	for (int round = 0; round < 3; round++) {
+		unsigned long maps0 = fi.per_kind[FI_MMAP];
+		CHECK_EQ(put(e[1], PAGES * 4096, 7, &wpos), PAGES * 4096);
+		if (round > 0)
+			CHECK_EQ(fi.per_kind[FI_MMAP], maps0);
+		check_accounting();
+		CHECK_EQ(drain_check(e[0], 7, &rpos), PAGES * 4096);
+		CHECK_EQ(stats().pages_cached, PAGES);
+		check_accounting();
+	}
+	/* A smaller pipe has less room: the pages beyond it go at once. */
+	CHECK_EQ(pp_setsize(e[1], 128 * 4096), 128 * 4096);
+	CHECK_EQ(stats().pipe_pages, base + 128);
+	CHECK_EQ(stats().pages_cached, 128);
+	check_accounting();
+	pp_close(e[0]);
+	pp_close(e[1]);
+	CHECK_EQ(stats().pipe_pages, base);
+	CHECK_EQ(stats().pages_cached, CACHE_FLOOR);
+	CHECK_EQ(fi.maps, CACHE_FLOOR);
+	finish();
+}
+
+/* A cache bound the caller sets holds even when the pipes have room: the
+ * pages beyond it are unmapped as they drain and mapped again. */
+static void set_bound_is_hard(void)
+{
+	enum { PAGES = 256, BOUND = 16 };
+	struct pp_end *e[2];
+	size_t wpos = 0, rpos = 0;
+	start(BOUND);
+	CHECK_EQ(pp_pipe(e, PP_NONBLOCK), 0);
+	CHECK_EQ(pp_setsize(e[1], PAGES * 4096), PAGES * 4096);
+	CHECK_EQ(put(e[1], PAGES * 4096, 8, &wpos), PAGES * 4096);
+	CHECK_EQ(drain_check(e[0], 8, &rpos), PAGES * 4096);
+	CHECK_EQ(stats().pages_cached, BOUND);
+	check_accounting();
+	unsigned long maps0 = fi.per_kind[FI_MMAP];
+	CHECK_EQ(put(e[1], PAGES * 4096, 8, &wpos), PAGES * 4096);
+	CHECK(fi.per_kind[FI_MMAP] > maps0); /* fresh pages were needed */
+	CHECK_EQ(drain_check(e[0], 8, &rpos), PAGES * 4096);
+	check_accounting();
 	pp_close(e[0]);
 	pp_close(e[1]);
 	finish();
@@ -228,5 +303,7 @@ int main(void)
 	RUNW(deep_pipes_map_in_batches);
 	RUNW(batches_stay_within_limit);
 	RUNW(refused_unmap_keeps_pages);
+	RUNW(deep_pipe_keeps_its_pages);
+	RUNW(set_bound_is_hard);
 	return T_DONE();
 }

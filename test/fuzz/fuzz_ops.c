@@ -68,7 +68,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define FZ_MAX_BUFFERED (4u << 20)  /* keep a pipe's contents below this */
 #define FZ_PAGE 4096u
 #define FZ_DEF_MAXSIZE 1048576L
-#define FZ_DEF_CACHE 64L
+#define FZ_DEF_CACHE LONG_MAX
+#define FZ_CACHE_FLOOR 64L
 #define FZ_POLLIN_EV (POLLIN | POLLRDNORM)
 #define FZ_POLLOUT_EV (POLLOUT | POLLWRNORM)
 
@@ -200,14 +201,43 @@ static void fz_slot_pop(struct fz_pipe *p)
 	p->count--;
 }
 
-/* The pool's idle-page cache: a freed page is kept while fewer than
- * cache_max are idle; a page taken comes from the cache first. */
+/* The capacity of the live pipes in pages (pool's pipe_pages), and how
+ * many idle pages the pool keeps while in_use pages are in use: the room
+ * left in the live pipes, at least 64, at most cache_max. */
+static long fz_spare_room(void)
+{
+	long pages = 0;
+	for (int i = 0; i < FZ_MAX_PIPES; i++)
+		if (fz_p[i].live)
+			pages += fz_p[i].max_pages;
+	return pages;
+}
+
+static long fz_spare_max(long in_use)
+{
+	long room = fz_spare_room() - in_use;
+	if (room < FZ_CACHE_FLOOR)
+		room = FZ_CACHE_FLOOR;
+	return room < fz_pool.cache_max ? room : fz_pool.cache_max;
+}
+
+/* Idle pages above the bound go back to the system. */
+static void fz_pool_trim(void)
+{
+	long keep = fz_spare_max(fz_pool.in_use);
+	if (fz_pool.cached > keep)
+		fz_pool.cached = keep;
+}
+
+/* The pool's idle-page cache: each freed page is kept, then the cache is
+ * cut to fz_spare_max; a page taken comes from the cache first. */
 static void fz_pages_freed(long n)
 {
-	fz_pool.in_use -= n;
-	while (n-- > 0)
-		if (fz_pool.cached < fz_pool.cache_max)
-			fz_pool.cached++;
+	while (n-- > 0) {
+		fz_pool.in_use--;
+		fz_pool.cached++;
+		fz_pool_trim();
+	}
 }
 
 /* A page is taken from the cache; with the cache empty, a batch is mapped
@@ -220,8 +250,9 @@ static void fz_pages_taken(long n)
 			fz_pool.cached--;
 		} else {
 			long b = fz_pool.in_use / 8;
+			long room = fz_spare_max(fz_pool.in_use + 1) + 1;
 			b = b > 64 ? 64 : b;
-			b = b > fz_pool.cache_max + 1 ? fz_pool.cache_max + 1 : b;
+			b = b > room ? room : b;
 			if (fz_pool.limit && b > fz_pool.limit - fz_pool.in_use)
 				b = fz_pool.limit - fz_pool.in_use;
 			fz_pool.cached += (b < 1 ? 1 : b) - 1;
@@ -416,6 +447,11 @@ static void fz_check_all(void)
 	         st.pages_cached, fz_pool.cached);
 	FZ_CHECK(st.pages_cached <= st.cache_max, "pages_cached %ld > cache_max %ld",
 	         st.pages_cached, st.cache_max);
+	FZ_CHECK(st.pipe_pages == fz_spare_room(), "pipe_pages = %ld, want %ld (the live pipes' sizes)",
+	         st.pipe_pages, fz_spare_room());
+	FZ_CHECK(st.pages_cached <= FZ_CACHE_FLOOR || st.pages_cached + st.pages_in_use <= st.pipe_pages,
+	         "pages_cached %ld beyond the room in the pipes (%ld in use of %ld)",
+	         st.pages_cached, st.pages_in_use, st.pipe_pages);
 	FZ_CHECK(st.cache_max == fz_pool.cache_max, "cache_max = %ld, want %ld", st.cache_max,
 	         fz_pool.cache_max);
 	FZ_CHECK(st.limit == fz_pool.limit, "limit = %ld, want %ld", st.limit, fz_pool.limit);
@@ -791,6 +827,7 @@ static void fz_close_handle(struct fz_pipe *p, int side, int j)
 	fz_pages_freed(p->count);
 	free(p->slots);
 	memset(p, 0, sizeof *p);
+	fz_pool_trim(); /* its room is gone too */
 }
 
 static void fz_op_close(struct fuzz_in *in)
@@ -830,8 +867,10 @@ static void fz_op_setsize(struct fuzz_in *in)
 	long got = pp_setsize(p->h[side][j], size);
 	int err = errno;
 	fz_check_ret(got, err, want, want_err, "");
-	if (got > 0)
+	if (got > 0) {
 		p->max_pages = pages;
+		fz_pool_trim(); /* a smaller pipe leaves less room */
+	}
 }
 
 static void fz_op_fd(struct fuzz_in *in)
@@ -871,8 +910,7 @@ static void fz_op_pool(struct fuzz_in *in)
 		FZ_CHECK(got == fz_pool.cache_max, "returned %ld, want the old bound %ld", got,
 		         fz_pool.cache_max);
 		fz_pool.cache_max = pages;
-		if (fz_pool.cached > pages)
-			fz_pool.cached = pages;
+		fz_pool_trim();
 		break;
 	}
 	case 1:
