@@ -311,9 +311,9 @@ static inline unsigned char *pp_page_addr(uint32_t page)
 }
 
 /* One more reference to a page someone already holds. */
-static inline void pp_page_ref(uint32_t page)
+static inline void pp_page_ref(uint32_t page, uint32_t n)
 {
-	atomic_fetch_add_explicit(&pp_page_slot(page)->refs, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&pp_page_slot(page)->refs, n, memory_order_relaxed);
 }
 
 static inline uint32_t pp_page_refs(uint32_t page)
@@ -349,7 +349,7 @@ struct pp_buf {
  * asks which kind it holds.
  */
 struct pp_buf_ops {
-	void (*get)(uint32_t page);                   /* one more reference */
+	void (*get)(uint32_t page, uint32_t n);       /* n more references */
 	void (*put)(const uint32_t *pages, unsigned n); /* drop one each */
 	bool (*owned)(uint32_t page); /* one reference, ours: a write could append */
 };

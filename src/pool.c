@@ -239,9 +239,9 @@ void pp_page_put_many(const uint32_t *pages, unsigned n)
 }
 
 /* Anonymous pages: the pool's own. */
-static void anon_get(uint32_t page)
+static void anon_get(uint32_t page, uint32_t n)
 {
-	pp_page_ref(page);
+	pp_page_ref(page, n);
 }
 
 static bool anon_owned(uint32_t page)

@@ -121,15 +121,17 @@ static size_t xfer_buffers(struct xfer *x, size_t len, uint32_t room, bool consu
 			b->flags &= ~PP_BUF_CAN_MERGE;
 		struct pp_buf nb = *b;
 		nb.len = (uint32_t)take;
-		for (int i = 0; i < x->n; i++) {
-			if (!moved)
-				ops->get(nb.page);
+		/* A whole buffer leaving `in` hands its own reference to one of
+		 * the outputs, so n outputs need n - 1 more (none when moved),
+		 * taken in one atomic add: every reference operation on a page
+		 * the readers are releasing costs a cache-line transfer. */
+		uint32_t more = (uint32_t)x->n - (consume && whole);
+		if (more)
+			ops->get(nb.page, more);
+		for (int i = 0; i < x->n; i++)
 			pp_ring_push_buf(x->outs[i], nb, &wake_rd[i]);
-		}
 		if (consume) {
 			if (whole) {
-				if (!moved)
-					ops->put(&b->page, 1);
 				b->page = 0;
 				b->len = 0;
 				atomic_store_explicit(&in->tail, ++cur, memory_order_release);
