@@ -3,9 +3,9 @@
  * pp_splice, pp_fanout and pp_splice_from_fd/pp_splice_to_fd against
  * copying through a buffer and against the kernel, in the same run.
  *
- * Four parts (all figures are medians of alternating repetitions; the
- * ratios are the result, absolute rates on a small shared machine are
- * noise):
+ * Four parts, the first two with a single-thread half (all figures are
+ * medians of alternating repetitions; the ratios are the result, absolute
+ * rates on a small shared machine are noise):
  *
  * 1. pipe to pipe.  A writer thread writes 64 KiB blocks into pipe A, a
  *    mover thread moves A -> B, a reader thread drains B with 64 KiB reads
@@ -34,7 +34,21 @@
  *    With 4 readers there are 6 threads on 2 CPUs, and every reader still
  *    compares every byte it gets (see "Data" below; -s to sample instead),
  *    so readers' work grows with N in both variants; what fan-out removes is
- *    the N-1 extra copies and pages.
+ *    the N-1 extra copies and pages.  On two CPUs this part measures the
+ *    scheduler as much as the fan-out: with 64 KiB pipes and 64 KiB blocks
+ *    every block needs every reader to run, and a context switch here costs
+ *    1.6 us (sched_yield between two threads on one CPU) to 4 us (a futex
+ *    hand-off between CPUs), so 4 readers cost about twice 1 even with the
+ *    readers sampling.  Hence 2b.
+ *
+ * 2b. fan-out alone.  The same work on one thread, per 64 KiB block: write
+ *    it into the source, pp_fanout it to N pipes (or pp_read it and pp_write
+ *    it N times), then each pipe's pp_peek, a sampled check, pp_consume.
+ *    cost(4)/cost(1) here is what a fan-out to more readers costs in CPU
+ *    work, without the scheduling of more threads than CPUs: the producer's
+ *    copy into the source is paid once, and each further reader adds its
+ *    slots and references.  The time per block is printed split into those
+ *    three phases.  As "mover alone" does for part 1.
  *
  * 3. file to /dev/null.  A 256 MiB temporary file (written, not synced;
  *    served from the page cache) goes through a pipe to /dev/null, one
@@ -71,7 +85,7 @@
  *            readers' comparison out of the figures; byte counts stay exact
  *   -r REPS  repetitions per measurement (default 5)
  *   -c CASE  only the parts whose name contains CASE: "pipe", "mover",
- *            "fanout", "file", "memory"
+ *            "fanout" (2 and 2b), "fanout alone", "file", "memory"
  *   PP_BENCH_SCALE=F in the environment multiplies every amount by F.
  *   PP_SPIN_NS=0 (read by the library, lock.c) turns its spin-before-sleep
  *   off: worth a comparison run when other processes load the CPUs, where
@@ -553,6 +567,125 @@ static void part_fanout(int reps, double scale)
 	fflush(stdout);
 }
 
+/*
+ * 2b. fan-out alone: one thread does a whole fan-out per 64 KiB block, with
+ * no other thread to wait for or be scheduled against: it writes the block
+ * into the source (the stream's producer), hands it to the n pipes
+ * (pp_fanout, or pp_read + n pp_write for copying), then, for each pipe,
+ * does a reader's pp_peek, checks the segments and pp_consume.  Readers
+ * check by sampling here (one segment in 16 in full, the ends of the
+ * others), whatever -s says: what a reader does with the bytes is the
+ * application's cost, the same for every way of delivering them, and on
+ * one thread it would be counted n times.  Returns source bytes per second;
+ * fa_split[variant] keeps the last run's microseconds per block in each
+ * phase.
+ */
+static double fa_split[2][3];
+
+static double run_fan_alone(int n, int copying, long blocks)
+{
+	struct fan f;
+	struct pp_end *outs[MAX_READERS];
+	struct iovec iov[PEEK_SEGS];
+	unsigned char *buf = malloc(BLOCK);
+	unsigned long long pos = 0;
+	unsigned long seq[MAX_READERS] = { 0 };
+	double t[3] = { 0, 0, 0 };
+	int err = 0, bad = 0;
+	if (!buf)
+		die("malloc");
+	fan_open(&f, n, copying, (unsigned long long)blocks * BLOCK);
+	for (int i = 0; i < n; i++)
+		outs[i] = f.out[i][1];
+	double t0 = bench_now();
+	for (long b = 0; b < blocks && !err && !bad; b++, pos += BLOCK) {
+		double a = bench_now();
+		struct anypipe src = { .kind = PAGEPIPE, .end = { f.src[0], f.src[1] } };
+		err = ap_write_all(&src, expected(pos), BLOCK);
+		double m = bench_now();
+		if (!err && !copying && pp_fanout(f.src[0], outs, n, BLOCK, 0) != (ssize_t)BLOCK)
+			err = errno ? errno : EIO;
+		if (!err && copying && pp_read(f.src[0], buf, BLOCK) != (ssize_t)BLOCK)
+			err = errno ? errno : EIO;
+		for (int i = 0; copying && i < n && !err; i++) {
+			struct anypipe p = { .kind = PAGEPIPE, .end = { NULL, outs[i] } };
+			err = ap_write_all(&p, buf, BLOCK);
+		}
+		double r = bench_now();
+		for (int i = 0; i < n && !err; i++) {
+			ssize_t k = pp_peek(f.out[i][0], iov, PEEK_SEGS);
+			size_t got = 0;
+			for (ssize_t j = 0; j < k; j++) {
+				bad |= check(iov[j].iov_base, iov[j].iov_len, pos + got, seq[i]++, 1);
+				got += iov[j].iov_len;
+			}
+			if (k < 0 || got != BLOCK || pp_consume(f.out[i][0], got) != (ssize_t)got)
+				err = k < 0 ? errno : EIO;
+		}
+		double e = bench_now();
+		t[0] += m - a;
+		t[1] += r - m;
+		t[2] += e - r;
+	}
+	double t1 = bench_now();
+	for (int i = 0; i < 3; i++)
+		fa_split[copying][i] = 1e6 * t[i] / (double)blocks;
+	if (err || bad) {
+		fprintf(stderr, "DATA ERROR: fan-out alone, %s, %d readers: %s\n",
+		        copying ? "copying" : "pp_fanout", n,
+		        bad ? "a reader got wrong bytes" : strerror(err));
+		data_errors++;
+	}
+	for (int i = 0; i < n; i++) {
+		pp_close(f.out[i][0]);
+		pp_close(f.out[i][1]);
+	}
+	pp_close(f.src[0]);
+	pp_close(f.src[1]);
+	free(buf);
+	return (double)blocks * BLOCK / (t1 - t0);
+}
+
+struct fan_alone_run {
+	int n;
+	long blocks;
+};
+
+static double fan_alone_variant(int copying, const void *ctx)
+{
+	const struct fan_alone_run *fr = ctx;
+	return run_fan_alone(fr->n, copying, fr->blocks);
+}
+
+static void part_fanout_alone(int reps, double scale)
+{
+	static const int ns[] = { 1, 2, 4 };
+	double med[3][2];
+	char amt[32];
+	long blocks = (long)(16384 * scale);
+	if (blocks < 64)
+		blocks = 64;
+	fmt_amount(amt, sizeof amt, (unsigned long long)blocks * BLOCK);
+	printf("2b. fan-out alone: one thread writes a 64 KiB block, fans it out to N pipes "
+	       "and reads\n    each (pp_peek, sampled check, pp_consume), %s per run; us per block: "
+	       "total (write +\n    distribute + readers, last run)\n", amt);
+	printf("  %-7s %30s %30s\n", "readers", "pp_fanout", "copying distributor");
+	for (int j = 0; j < 3; j++) {
+		struct fan_alone_run fr = { ns[j], blocks };
+		bench_medians(2, reps, scale, fan_alone_variant, &fr, med[j]);
+		printf("  %-7d", ns[j]);
+		for (int v = 0; v < 2; v++)
+			printf("   %6.2f (%5.2f + %5.2f + %5.2f)", 1e6 * BLOCK / med[j][v],
+			       fa_split[v][0], fa_split[v][1], fa_split[v][2]);
+		printf("\n");
+		fflush(stdout);
+	}
+	target("pp_fanout cost, 4 readers / 1 (alone)", med[0][0] / med[2][0], 1.5, 0);
+	printf("  %-44s %7.2fx\n\n", "copying cost, 4 readers / 1 (alone)",
+	       med[0][1] / med[2][1]);
+	fflush(stdout);
+}
+
 /* ---- 3. file to /dev/null ----------------------------------------------- */
 
 struct filerun {
@@ -872,7 +1005,7 @@ int main(int argc, char **argv)
 		.flags = "s",
 		.flags_help = "  -s       readers sample their comparison (1 segment in 16 in full)\n",
 		.case_help = "only the parts whose name contains CASE: pipe, mover, fanout,\n"
-		             "           file, memory",
+		             "           fanout alone, file, memory",
 	};
 
 	bench_options(&o, argc, argv);
@@ -895,6 +1028,8 @@ int main(int argc, char **argv)
 		part_pipe(o.reps, o.scale, o.only);
 	if (!o.only || strstr("fanout", o.only))
 		part_fanout(o.reps, o.scale);
+	if (!o.only || strstr("fanout alone", o.only))
+		part_fanout_alone(o.reps, o.scale);
 	if (!o.only || strstr("file", o.only))
 		part_file(o.reps, o.scale);
 	if (!o.only || strstr("memory", o.only))
