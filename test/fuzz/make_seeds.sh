@@ -97,6 +97,9 @@ seed s44_limit_batch_enomem 0d 02 01 '|' 01 00 00 50 00 '|' 01 00 00 62 00 '|' 0
 seed s45_read_many_buffers  0a 00 00 10 00 '|' 01 00 00 a0 e0 93 04 01 '|' 04 00 00 a0 e0 93 04 00
 # 300 handles made and closed: the handle quarantine (256) starts reusing.
 seed s46_many_handles $(i=0; while [ $i -lt 300 ]; do printf '08 00 01 00 09 00 01 01 '; i=$((i + 1)); done)
+# A 1 MiB pipe filled, drained and filled again: the pool keeps the pages
+# it has room for; a cache bound, a shrink and the close give them back.
+seed s47_deep_pipe_cache  0a 00 01 10 00 '|' 01 00 00 a0 e0 93 04 00 '|' 04 00 00 a0 e0 93 04 00 '|' 01 00 00 a0 e0 93 04 00 '|' 04 00 00 80 00 80 00 '|' 0d 00 0a '|' 04 00 00 a0 e0 93 04 00 '|' 0d 00 ff '|' 01 00 00 a0 e0 93 04 00 '|' 04 00 00 a0 e0 93 04 00 '|' 0a 00 01 0b 00 '|' 09 00 01 00 '|' 09 00 00 00
 ls "$dir" | wc -l | sed 's/$/ seeds in '"$(echo "$dir" | sed 's/[\/&]/\\&/g')"'/'
 
 # ---- fuzz_zerocopy.c --------------------------------------------------------
