@@ -531,16 +531,21 @@ static double run_fan(int n, int copying, unsigned long long total)
 	return (double)total / (t1 - f.t0);
 }
 
-/* A fan-out's parameters for bench_medians: the variant is `copying`. */
+static double run_fan_alone(int n, int copying, long blocks);
+
+/* A fan-out's parameters for bench_medians (parts 2 and 2b): the variant
+ * is `copying`. */
 struct fan_run {
 	int n;
 	unsigned long long total;
+	int alone; /* 2b: one thread does it all */
 };
 
 static double fan_variant(int copying, const void *ctx)
 {
 	const struct fan_run *fr = ctx;
-	return run_fan(fr->n, copying, fr->total);
+	return fr->alone ? run_fan_alone(fr->n, copying, (long)(fr->total / BLOCK))
+	                 : run_fan(fr->n, copying, fr->total);
 }
 
 static void part_fanout(int reps, double scale)
@@ -556,7 +561,7 @@ static void part_fanout(int reps, double scale)
 	printf("  %-10s %16s %22s %10s\n", "readers", "pp_fanout", "copying distributor",
 	       "ratio");
 	for (int j = 0; j < 3; j++) {
-		struct fan_run fr = { ns[j], total };
+		struct fan_run fr = { ns[j], total, 0 };
 		bench_medians(2, reps, scale, fan_variant, &fr, med[j]);
 		printf("  %-10d %11.1f MB/s %17.1f MB/s %9.2fx\n", ns[j], med[j][0] / 1e6,
 		       med[j][1] / 1e6, med[j][0] / med[j][1]);
@@ -646,17 +651,6 @@ static double run_fan_alone(int n, int copying, long blocks)
 	return (double)blocks * BLOCK / (t1 - t0);
 }
 
-struct fan_alone_run {
-	int n;
-	long blocks;
-};
-
-static double fan_alone_variant(int copying, const void *ctx)
-{
-	const struct fan_alone_run *fr = ctx;
-	return run_fan_alone(fr->n, copying, fr->blocks);
-}
-
 static void part_fanout_alone(int reps, double scale)
 {
 	static const int ns[] = { 1, 2, 4 };
@@ -671,8 +665,8 @@ static void part_fanout_alone(int reps, double scale)
 	       "total (write +\n    distribute + readers, last run)\n", amt);
 	printf("  %-7s %30s %30s\n", "readers", "pp_fanout", "copying distributor");
 	for (int j = 0; j < 3; j++) {
-		struct fan_alone_run fr = { ns[j], blocks };
-		bench_medians(2, reps, scale, fan_alone_variant, &fr, med[j]);
+		struct fan_run fr = { ns[j], (unsigned long long)blocks * BLOCK, 1 };
+		bench_medians(2, reps, scale, fan_variant, &fr, med[j]);
 		printf("  %-7d", ns[j]);
 		for (int v = 0; v < 2; v++)
 			printf("   %6.2f (%5.2f + %5.2f + %5.2f)", 1e6 * BLOCK / med[j][v],
