@@ -310,7 +310,7 @@ static inline unsigned char *pp_page_addr(uint32_t page)
 	return pp_page_slot(page)->addr;
 }
 
-/* One more reference to a page someone already holds. */
+/* n more references to a page someone already holds. */
 static inline void pp_page_ref(uint32_t page, uint32_t n)
 {
 	atomic_fetch_add_explicit(&pp_page_slot(page)->refs, n, memory_order_relaxed);

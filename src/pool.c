@@ -28,12 +28,13 @@
  * and hundreds.  With a fixed bound every page beyond it was unmapped
  * as the reader drained and mapped afresh by the writer a moment later: an
  * munmap (a TLB shootdown on every CPU the process runs on) and a page
- * fault per page.  Measured: a 1 MiB pipe streamed at 0.8 GB/s, and at
- * 17 GB/s with the cache raised by hand.  A bound on what the pipes can
- * hold needs no clock and no guess of a recent peak, drops as soon as a
- * deep pipe is closed or shrunk, and asks the caller for nothing: the
- * memory it may keep is what the caller's pipe sizes already allow.  A
- * cache_max the caller sets is a hard bound on top (0: keep nothing).
+ * fault per page.  Measured, a writer -> 1 MiB pipe -> pp_fanout -> 1 MiB
+ * pipe -> zero-copy reader ran at 1.9-2.9 GB/s that way, and at 17-28 GB/s
+ * with the pages kept.  A bound on what the pipes can hold needs no clock
+ * and no guess of a recent peak, drops as soon as a deep pipe is closed or
+ * shrunk, and asks the caller for nothing: the memory it may keep is what
+ * the caller's pipe sizes already allow.  A cache_max the caller sets is a
+ * hard bound on top (0: keep nothing).
  *
  * Lock rule: pool_lock guards everything in `pool` and every table entry's
  * addr/next.  It is taken inside a ring lock, never the other way round.
