@@ -358,8 +358,8 @@ enum { PP_KIND_ANON = 0, PP_KIND_USER, PP_KIND_FILE, PP_KINDS };
 /* vmsplice.c / pool.c: caller memory and mapped file pages as buffers.  A
  * handle names the bytes and its gift record (owner); the record's release
  * runs when the last reference to the last of its handles goes. */
-uint32_t pp_handle_user(void *addr, void *owner); /* 0 with ENOMEM */
-/* n handles for the n pages from addr: how many (fewer: ENOMEM). */
+/* n handles for the n pages from addr, under one hold of the pool lock:
+ * how many were made (fewer: ENOMEM). */
 unsigned pp_handle_user_many(void *addr, unsigned n, void *owner, uint32_t *pages);
 void pp_gift_put(void *gift);
 /* A record, holding one reference (the caller's), whose release unmaps

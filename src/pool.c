@@ -287,12 +287,6 @@ unsigned pp_handle_user_many(void *addr, unsigned n, void *owner, uint32_t *page
 	return made;
 }
 
-uint32_t pp_handle_user(void *addr, void *owner)
-{
-	uint32_t h;
-	return pp_handle_user_many(addr, 1, owner, &h) ? h : 0;
-}
-
 #define PP_PUT_BATCH 64
 
 /* Drop a reference each; the handles whose last one went are freed under

@@ -21,6 +21,9 @@
 
 #include "internal.h"
 
+/* Most handles pp_vmsplice makes under one hold of the pool lock. */
+#define HANDLE_BATCH 64
+
 #define RELAXED memory_order_relaxed
 #define LOAD(x) atomic_load_explicit(&(x), RELAXED)
 
@@ -150,24 +153,37 @@ PP_API ssize_t pp_vmsplice(struct pp_end *out, const struct iovec *iov, unsigned
 			err = ENOMEM;
 			break;
 		}
-		size_t chunk = v->iov_len - seg_off < PP_PAGE_SIZE ? v->iov_len - seg_off : PP_PAGE_SIZE;
-		if (chunk > PP_MAX_RW - placed)
-			chunk = PP_MAX_RW - placed;
-		uint32_t h = pp_handle_user((unsigned char *)v->iov_base + seg_off, g);
-		if (!h) {
+		/* A handle per page-sized chunk of what is left of the segment,
+		 * as many as fit, made under one hold of the pool lock. */
+		size_t left = v->iov_len - seg_off;
+		if (left > PP_MAX_RW - placed)
+			left = PP_MAX_RW - placed;
+		uint32_t pages[HANDLE_BATCH];
+		size_t want = (left + PP_PAGE_SIZE - 1) / PP_PAGE_SIZE;
+		if (want > pp_ring_room(r))
+			want = pp_ring_room(r);
+		if (want > HANDLE_BATCH)
+			want = HANDLE_BATCH;
+		unsigned made = pp_handle_user_many((unsigned char *)v->iov_base + seg_off,
+		                                    (unsigned)want, g, pages);
+		pp_gift_ref(g, made); /* one for each handle */
+		for (unsigned i = 0; i < made; i++) {
+			size_t chunk = left < PP_PAGE_SIZE ? left : PP_PAGE_SIZE;
+			pp_ring_push_buf(r, (struct pp_buf){
+				.page = pages[i],
+				.offset = 0,
+				.len = (uint32_t)chunk,
+				/* Not packets even in packet mode, as in Linux. */
+				.flags = PP_KIND_USER << PP_BUF_KIND_SHIFT,
+			}, &wake_rd);
+			left -= chunk;
+			seg_off += chunk;
+			placed += chunk;
+		}
+		if (made < want) {
 			err = ENOMEM;
 			break;
 		}
-		pp_gift_ref(g, 1);
-		pp_ring_push_buf(r, (struct pp_buf){
-			.page = h,
-			.offset = 0,
-			.len = (uint32_t)chunk,
-			/* Not packets even in packet mode, as in Linux. */
-			.flags = PP_KIND_USER << PP_BUF_KIND_SHIFT,
-		}, &wake_rd);
-		seg_off += chunk;
-		placed += chunk;
 	}
 	if (g)
 		gift_done(g, seg_off); /* the segment we stopped in */
