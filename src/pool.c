@@ -124,7 +124,22 @@ static long spare_max(long in_use)
 	return room < pool.cache_max ? room : pool.cache_max;
 }
 
-static long trim_to(long keep);
+/* Give back idle pages until at most `keep` remain.  pool_lock held. */
+static long trim_to(long keep)
+{
+	long n = 0;
+	while (pool.idle > keep) {
+		uint32_t h = pool.idle_head;
+		pool.idle_head = pp_page_slot(h)->next;
+		pool.idle--;
+		if (!handle_release(h)) { /* keep it; the system will not split */
+			idle_push(h);
+			break;
+		}
+		n++;
+	}
+	return n;
+}
 
 /*
  * How many pages to map at once when the idle list is empty.  A pipe that
@@ -348,22 +363,6 @@ void pp_page_put(uint32_t h)
 	pp_page_put_many(&h, 1);
 }
 
-/* Give back idle pages until at most `keep` remain.  pool_lock held. */
-static long trim_to(long keep)
-{
-	long n = 0;
-	while (pool.idle > keep) {
-		uint32_t h = pool.idle_head;
-		pool.idle_head = pp_page_slot(h)->next;
-		pool.idle--;
-		if (!handle_release(h)) { /* keep it; the system will not split */
-			idle_push(h);
-			break;
-		}
-		n++;
-	}
-	return n;
-}
 
 PP_API int pp_pool_stats(struct pp_pool_stats *st)
 {
@@ -402,6 +401,8 @@ static long pool_set(long *bound, long pages, bool trim)
  * capacity changes the room spare_max() allows for. */
 void pp_pool_pipe_pages(long pages)
 {
+	if (!pages) /* a resize to the same size */
+		return;
 	pp_lock(&pool_lock);
 	pool.pipe_pages += pages;
 	if (pages < 0)

@@ -112,22 +112,21 @@ static size_t xfer_buffers(struct xfer *x, size_t len, uint32_t room, bool consu
 		const struct pp_buf_ops *ops = pp_buf_ops_of(b->flags);
 		size_t take = b->len < len - done ? b->len : len - done;
 		bool whole = take == b->len;
-		/* Moving one whole buffer to one pipe moves its reference; every
-		 * other case shares the page, and shared pages never merge. */
-		bool moved = consume && whole && x->n == 1;
-		/* A shared page is no longer the pipe's alone: neither the
-		 * copies nor what stays behind in `in` may be merged into. */
-		if (!moved)
+		/* A whole buffer leaving `in` hands its own reference to one of
+		 * the outputs, so n outputs need n - 1 more, taken in one atomic
+		 * add: every reference operation on a page the readers are
+		 * releasing costs a cache-line transfer.  None more (one whole
+		 * buffer moved to one pipe) is the only case that does not share
+		 * the page; a shared page is no longer the pipe's alone, so
+		 * neither the copies nor what stays behind in `in` may be merged
+		 * into. */
+		uint32_t more = (uint32_t)x->n - (consume && whole);
+		if (more) {
 			b->flags &= ~PP_BUF_CAN_MERGE;
+			ops->get(b->page, more);
+		}
 		struct pp_buf nb = *b;
 		nb.len = (uint32_t)take;
-		/* A whole buffer leaving `in` hands its own reference to one of
-		 * the outputs, so n outputs need n - 1 more (none when moved),
-		 * taken in one atomic add: every reference operation on a page
-		 * the readers are releasing costs a cache-line transfer. */
-		uint32_t more = (uint32_t)x->n - (consume && whole);
-		if (more)
-			ops->get(nb.page, more);
 		for (int i = 0; i < x->n; i++)
 			pp_ring_push_buf(x->outs[i], nb, &wake_rd[i]);
 		if (consume) {
