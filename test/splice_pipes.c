@@ -390,10 +390,10 @@ static int m_prep(struct mpipe *in, struct mpipe **outs, int n, long *res, int *
  * let it take merges there); every other case shares the page and the copy
  * is not mergeable.  What stays in `in` (the rest of a split buffer, a tee'd
  * buffer) stays mergeable for Linux but not for pagepipe, even once the
- * copies are gone.  (These pagepipe rules, and the "page
- * not shared" condition of m_merges, follow src/splice.c and pp_write; the
- * exact page and slot counts depend on them, so a deliberate change there
- * needs the same change here.)
+ * copies are gone.  (These pagepipe rules, and m_merges trusting the merge
+ * flag alone, follow src/splice.c and pp_write; the exact page and slot
+ * counts depend on them, so a deliberate change there needs the same change
+ * here.)
  */
 static long m_xfer(struct mpipe *in, struct mpipe **outs, int n, size_t len, int consume)
 {
