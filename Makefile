@@ -127,8 +127,8 @@ clean:
 # `make check-valgrind`: every test program under memcheck; an error or a
 # leak (definite or possible) fails the program.  `make check-helgrind`: the
 # threaded tests under helgrind, built in build-helgrind with -DPP_HELGRIND
-# (src/internal.h then tells helgrind about the futex lock and the atomics;
-# the tests include internal.h first so their own atomics count too).
+# (src/sanitize.h then tells helgrind about the futex lock and the atomics;
+# the tests include sanitize.h first so their own atomics count too).
 # test/valgrind.supp and test/helgrind.supp hold the known false alarms,
 # each explained.  VG_ENV cuts the tests' work to fit valgrind's slowdown
 # (measured on 2 loaded CPUs: memcheck about 3.5 min, helgrind 6.5 min).
@@ -167,7 +167,7 @@ check-valgrind: $(TESTS) $(TOOL)
 	@PP_NO_TOOL_SCRIPTS=1 sh test/run.sh $(BUILD)/valgrind/test
 
 check-helgrind:
-	$(MAKE) BUILD=$(HG_BUILD) OPT="-O1 -g" SANFLAGS="-DPP_HELGRIND -include internal.h" \
+	$(MAKE) BUILD=$(HG_BUILD) OPT="-O1 -g" SANFLAGS="-DPP_HELGRIND -include sanitize.h" \
 	  $(HG_TESTS) $(HG_BUILD)/pagepipe
 	$(call vg_wrap,$(HG_BUILD)/valgrind,$(VG_HELGRIND),$(HG_TESTS),$(HG_BUILD)/pagepipe)
 	@PP_NO_TOOL_SCRIPTS=1 sh test/run.sh $(HG_BUILD)/valgrind/test

@@ -14,24 +14,24 @@
 #include <limits.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "end.h"
 
 #define QUARANTINE 256
 
-static struct pp_lock dead_lock;
+static struct ppi_lock dead_lock;
 static struct pp_end *dead_head, *dead_tail; /* guarded by dead_lock */
 static unsigned dead_count;
 
-static struct pp_end *end_new(struct pp_ring *r, int side)
+static struct pp_end *end_new(struct ppi_ring *r, int side)
 {
 	struct pp_end *e = NULL;
-	pp_lock(&dead_lock);
+	ppi_lock(&dead_lock);
 	if (dead_count > QUARANTINE) {
 		e = dead_head;
 		dead_head = e->next_dead;
 		dead_count--;
 	}
-	pp_unlock(&dead_lock);
+	ppi_unlock(&dead_lock);
 	if (!e && !(e = malloc(sizeof *e))) {
 		errno = ENOMEM;
 		return NULL;
@@ -39,24 +39,24 @@ static struct pp_end *end_new(struct pp_ring *r, int side)
 	e->side = side;
 	e->ring = r;
 	e->next_dead = NULL;
-	atomic_store_explicit(&e->magic, PP_END_MAGIC, memory_order_release);
+	atomic_store_explicit(&e->magic, PPI_END_MAGIC, memory_order_release);
 	return e;
 }
 
 static void end_retire(struct pp_end *e)
 {
 	e->next_dead = NULL;
-	pp_lock(&dead_lock);
+	ppi_lock(&dead_lock);
 	if (dead_tail)
 		dead_tail->next_dead = e;
 	else
 		dead_head = e;
 	dead_tail = e;
 	dead_count++;
-	pp_unlock(&dead_lock);
+	ppi_unlock(&dead_lock);
 }
 
-PP_API int pp_pipe(struct pp_end *ends[2], int flags)
+PPI_API int pp_pipe(struct pp_end *ends[2], int flags)
 {
 	if (!ends) {
 		errno = EFAULT;
@@ -66,26 +66,26 @@ PP_API int pp_pipe(struct pp_end *ends[2], int flags)
 		errno = EINVAL;
 		return -1;
 	}
-	struct pp_ring *r = pp_ring_new(flags);
+	struct ppi_ring *r = ppi_ring_new(flags);
 	if (!r)
 		return -1;
-	ends[0] = end_new(r, PP_READ);
-	ends[1] = ends[0] ? end_new(r, PP_WRITE) : NULL;
+	ends[0] = end_new(r, PPI_READ);
+	ends[1] = ends[0] ? end_new(r, PPI_WRITE) : NULL;
 	if (!ends[1]) {
 		if (ends[0]) {
-			atomic_store(&ends[0]->magic, PP_END_DEAD);
+			atomic_store(&ends[0]->magic, PPI_END_DEAD);
 			end_retire(ends[0]);
 		}
-		pp_ring_free(r);
+		ppi_ring_free(r);
 		errno = ENOMEM;
 		return -1;
 	}
 	return 0;
 }
 
-PP_API struct pp_end *pp_dup(struct pp_end *end)
+PPI_API struct pp_end *pp_dup(struct pp_end *end)
 {
-	struct pp_ring *r = pp_end_ring(end);
+	struct ppi_ring *r = ppi_end_ring(end);
 	if (!r)
 		return NULL;
 	struct pp_end *e = end_new(r, end->side);
@@ -93,23 +93,23 @@ PP_API struct pp_end *pp_dup(struct pp_end *end)
 		return NULL;
 	/* The caller's handle keeps the side open while we add one. */
 	atomic_fetch_add(&r->refs, 1);
-	pp_lock(&r->lock);
+	ppi_lock(&r->lock);
 	atomic_fetch_add(&r->handles[end->side], 1);
-	pp_unlock(&r->lock);
+	ppi_unlock(&r->lock);
 	return e;
 }
 
-PP_API int pp_close(struct pp_end *end)
+PPI_API int pp_close(struct pp_end *end)
 {
-	uint32_t live = PP_END_MAGIC;
+	uint32_t live = PPI_END_MAGIC;
 	/* The CAS makes a double close, even a racing one, fail with EBADF. */
-	if (!end || !atomic_compare_exchange_strong(&end->magic, &live, PP_END_DEAD)) {
+	if (!end || !atomic_compare_exchange_strong(&end->magic, &live, PPI_END_DEAD)) {
 		errno = EBADF;
 		return -1;
 	}
-	struct pp_ring *r = end->ring;
-	if (pp_ring_drop_handle(r, end->side))
-		pp_ring_free(r);
+	struct ppi_ring *r = end->ring;
+	if (ppi_ring_drop_handle(r, end->side))
+		ppi_ring_free(r);
 	end_retire(end);
 	return 0;
 }
@@ -142,7 +142,7 @@ static ssize_t iov_total(const struct iovec *iov, int iovcnt)
 
 static inline ssize_t do_io(struct pp_end *end, int side, const struct iovec *iov, int iovcnt)
 {
-	struct pp_ring *r = pp_end_ring_side(end, side);
+	struct ppi_ring *r = ppi_end_ring_side(end, side);
 	if (!r)
 		return -1;
 	ssize_t total;
@@ -152,64 +152,64 @@ static inline ssize_t do_io(struct pp_end *end, int side, const struct iovec *io
 		total = iov_total(iov, iovcnt);
 	if (total <= 0)
 		return total;
-	struct pp_iter it = {
+	struct ppi_iter it = {
 		.iov = iov,
 		.off = 0,
-		.left = (size_t)total < PP_MAX_RW ? (size_t)total : PP_MAX_RW,
+		.left = (size_t)total < PPI_MAX_RW ? (size_t)total : PPI_MAX_RW,
 	};
 	int fl = atomic_load_explicit(&r->flags[side], memory_order_relaxed);
-	return side == PP_READ ? pp_ring_read(r, fl, &it) : pp_ring_write(r, fl, &it);
+	return side == PPI_READ ? ppi_ring_read(r, fl, &it) : ppi_ring_write(r, fl, &it);
 }
 
-PP_API ssize_t pp_read(struct pp_end *end, void *buf, size_t count)
+PPI_API ssize_t pp_read(struct pp_end *end, void *buf, size_t count)
 {
 	struct iovec v = { .iov_base = buf, .iov_len = count };
-	return do_io(end, PP_READ, &v, 1);
+	return do_io(end, PPI_READ, &v, 1);
 }
 
-PP_API ssize_t pp_write(struct pp_end *end, const void *buf, size_t count)
+PPI_API ssize_t pp_write(struct pp_end *end, const void *buf, size_t count)
 {
 	struct iovec v = { .iov_base = (void *)buf, .iov_len = count };
-	return do_io(end, PP_WRITE, &v, 1);
+	return do_io(end, PPI_WRITE, &v, 1);
 }
 
-PP_API ssize_t pp_readv(struct pp_end *end, const struct iovec *iov, int iovcnt)
+PPI_API ssize_t pp_readv(struct pp_end *end, const struct iovec *iov, int iovcnt)
 {
-	return do_io(end, PP_READ, iov, iovcnt);
+	return do_io(end, PPI_READ, iov, iovcnt);
 }
 
-PP_API ssize_t pp_writev(struct pp_end *end, const struct iovec *iov, int iovcnt)
+PPI_API ssize_t pp_writev(struct pp_end *end, const struct iovec *iov, int iovcnt)
 {
-	return do_io(end, PP_WRITE, iov, iovcnt);
+	return do_io(end, PPI_WRITE, iov, iovcnt);
 }
 
-PP_API int pp_nread(struct pp_end *end)
+PPI_API int pp_nread(struct pp_end *end)
 {
-	struct pp_ring *r = pp_end_ring(end);
-	return r ? pp_ring_nread(r) : -1;
+	struct ppi_ring *r = ppi_end_ring(end);
+	return r ? ppi_ring_nread(r) : -1;
 }
 
-PP_API long pp_getsize(struct pp_end *end)
+PPI_API long pp_getsize(struct pp_end *end)
 {
-	struct pp_ring *r = pp_end_ring(end);
-	return r ? pp_ring_getsize(r) : -1;
+	struct ppi_ring *r = ppi_end_ring(end);
+	return r ? ppi_ring_getsize(r) : -1;
 }
 
-PP_API long pp_setsize(struct pp_end *end, size_t size)
+PPI_API long pp_setsize(struct pp_end *end, size_t size)
 {
-	struct pp_ring *r = pp_end_ring(end);
-	return r ? pp_ring_setsize(r, size) : -1;
+	struct ppi_ring *r = ppi_end_ring(end);
+	return r ? ppi_ring_setsize(r, size) : -1;
 }
 
-PP_API int pp_getfl(struct pp_end *end)
+PPI_API int pp_getfl(struct pp_end *end)
 {
-	struct pp_ring *r = pp_end_ring(end);
+	struct ppi_ring *r = ppi_end_ring(end);
 	return r ? atomic_load(&r->flags[end->side]) : -1;
 }
 
-PP_API int pp_setfl(struct pp_end *end, int flags)
+PPI_API int pp_setfl(struct pp_end *end, int flags)
 {
-	struct pp_ring *r = pp_end_ring(end);
+	struct ppi_ring *r = ppi_end_ring(end);
 	if (!r)
 		return -1;
 	if (flags & PP_NONBLOCK)
@@ -219,19 +219,19 @@ PP_API int pp_setfl(struct pp_end *end, int flags)
 	return 0;
 }
 
-PP_API short pp_events(struct pp_end *end)
+PPI_API short pp_events(struct pp_end *end)
 {
-	struct pp_ring *r = pp_end_ring(end);
-	return r ? pp_ring_events(r, end->side) : -1;
+	struct ppi_ring *r = ppi_end_ring(end);
+	return r ? ppi_ring_events(r, end->side) : -1;
 }
 
-PP_API int pp_fd(struct pp_end *end)
+PPI_API int pp_fd(struct pp_end *end)
 {
-	struct pp_ring *r = pp_end_ring(end);
-	return r ? pp_ring_fd(r, end->side) : -1;
+	struct ppi_ring *r = ppi_end_ring(end);
+	return r ? ppi_ring_fd(r, end->side) : -1;
 }
 
-PP_API const char *pp_version(void)
+PPI_API const char *pp_version(void)
 {
 	return PAGEPIPE_VERSION;
 }

@@ -6,7 +6,7 @@
  * CPU, and only then sleeps.  The fast paths and the reasoning for a ticket
  * lock are in internal.h.
  */
-#include "internal.h"
+#include "lock.h"
 
 #include <sched.h>
 #include <stdlib.h>
@@ -19,9 +19,9 @@
  * other side is probably not running and spinning only steals its CPU. */
 #define SPIN_NS 50000
 
-unsigned pp_spin_limit = 2000;
-unsigned pp_lock_spin_limit = 200;
-unsigned pp_gather_pauses = 40;
+unsigned ppi_spin_limit = 2000;
+unsigned ppi_lock_spin_limit = 200;
+unsigned ppi_gather_pauses = 40;
 #define LOCK_SPIN_NS 5000
 #define GATHER_NS 4000
 
@@ -35,7 +35,7 @@ static double now_ns(void)
 /* pause costs from a few to over a hundred cycles depending on the CPU:
  * measure it once and turn SPIN_NS into a count.  PP_SPIN_NS overrides
  * the budget (0 disables spinning), for tuning and for tests. */
-__attribute__((constructor)) static void pp_spin_init(void)
+__attribute__((constructor)) static void spin_init(void)
 {
 	long budget = SPIN_NS;
 	const char *env = getenv("PP_SPIN_NS");
@@ -47,30 +47,30 @@ __attribute__((constructor)) static void pp_spin_init(void)
 	int ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus)
 	                                                        : (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (ncpu <= 1 || budget <= 0) {
-		pp_spin_limit = 0;
-		pp_lock_spin_limit = 0;
-		pp_gather_pauses = 0;
+		ppi_spin_limit = 0;
+		ppi_lock_spin_limit = 0;
+		ppi_gather_pauses = 0;
 		return;
 	}
 	double t0 = now_ns();
 	for (int i = 0; i < 1000; i++)
-		pp_cpu_relax();
+		ppi_cpu_relax();
 	double per = (now_ns() - t0) / 1000;
 	if (per < 1)
 		per = 1;
 	double n = budget / per;
-	pp_spin_limit = n > 1e6 ? 1000000u : n < 16 ? 16u : (unsigned)n;
+	ppi_spin_limit = n > 1e6 ? 1000000u : n < 16 ? 16u : (unsigned)n;
 	n = LOCK_SPIN_NS / per;
-	pp_lock_spin_limit = n > 1e5 ? 100000u : n < 16 ? 16u : (unsigned)n;
+	ppi_lock_spin_limit = n > 1e5 ? 100000u : n < 16 ? 16u : (unsigned)n;
 	env = getenv("PP_GATHER_NS");
 	n = (env ? atol(env) : GATHER_NS) / per;
-	pp_gather_pauses = n > 1e5 ? 100000u : n < 0 ? 0u : (unsigned)n;
+	ppi_gather_pauses = n > 1e5 ? 100000u : n < 0 ? 0u : (unsigned)n;
 }
 
-void pp_lock_slow(struct pp_lock *l, uint32_t ticket)
+void ppi_lock_slow(struct ppi_lock *l, uint32_t ticket)
 {
-	for (unsigned i = 0; i < pp_lock_spin_limit; i++) {
-		pp_cpu_relax();
+	for (unsigned i = 0; i < ppi_lock_spin_limit; i++) {
+		ppi_cpu_relax();
 		if (atomic_load_explicit(&l->serving, memory_order_acquire) == ticket)
 			return;
 	}
@@ -81,7 +81,7 @@ void pp_lock_slow(struct pp_lock *l, uint32_t ticket)
 			break;
 		/* Every unlock with sleepers wakes all of them; each one whose
 		 * ticket is not up goes back to sleep. */
-		pp_futex_wait(&l->serving, now);
+		ppi_futex_wait(&l->serving, now);
 	}
 	atomic_fetch_sub_explicit(&l->sleepers, 1, memory_order_relaxed);
 	atomic_thread_fence(memory_order_acquire);

@@ -2,7 +2,7 @@
  * pool.c - the page pool every pipe of the process takes its pages from.
  *
  * A page is named by a 32-bit handle, an index into a two-level table
- * (pp_page_dir) whose entries hold the page's address.  The ring stores
+ * (ppi_page_dir) whose entries hold the page's address.  The ring stores
  * handles only, so its state is position-independent.
  *
  * Each handle is in one of three states:
@@ -43,11 +43,12 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#include "internal.h"
+#include "lock.h"
+#include "pool.h"
 
-struct pp_page_slot *pp_page_dir[PP_DIR_ROOT];
+struct ppi_page_slot *ppi_page_dir[PPI_DIR_ROOT];
 
-static struct pp_lock pool_lock;
+static struct ppi_lock pool_lock;
 static struct {
 	uint32_t idle_head;  /* idle list, linked through next; 0 ends it */
 	uint32_t free_head;  /* free-handle list */
@@ -69,17 +70,17 @@ static uint32_t handle_new(void)
 {
 	uint32_t h = pool.free_head;
 	if (h) {
-		pool.free_head = pp_page_slot(h)->next;
+		pool.free_head = ppi_page_slot(h)->next;
 		return h;
 	}
 	h = pool.next_new;
-	if (h >= PP_DIR_ROOT * PP_DIR_LEAF)
+	if (h >= PPI_DIR_ROOT * PPI_DIR_LEAF)
 		return 0;
-	if (!pp_page_dir[h >> PP_DIR_LEAF_BITS]) {
-		struct pp_page_slot *leaf = calloc(PP_DIR_LEAF, sizeof *leaf);
+	if (!ppi_page_dir[h >> PPI_DIR_LEAF_BITS]) {
+		struct ppi_page_slot *leaf = calloc(PPI_DIR_LEAF, sizeof *leaf);
 		if (!leaf)
 			return 0;
-		pp_page_dir[h >> PP_DIR_LEAF_BITS] = leaf;
+		ppi_page_dir[h >> PPI_DIR_LEAF_BITS] = leaf;
 	}
 	pool.next_new = h + 1;
 	return h;
@@ -88,9 +89,9 @@ static uint32_t handle_new(void)
 /* Put a handle back on the free list.  pool_lock held. */
 static void handle_free(uint32_t h)
 {
-	struct pp_page_slot *s = pp_page_slot(h);
+	struct ppi_page_slot *s = ppi_page_slot(h);
 	s->addr = NULL;
-	s->owner = NULL;
+	s->loan = NULL;
 	s->next = pool.free_head;
 	pool.free_head = h;
 }
@@ -101,7 +102,7 @@ static void handle_free(uint32_t h)
  * that it is still accounted for and can be reused or released later. */
 static bool handle_release(uint32_t h)
 {
-	if (munmap(pp_page_slot(h)->addr, PP_PAGE_SIZE) != 0)
+	if (munmap(ppi_page_slot(h)->addr, PP_PAGE_SIZE) != 0)
 		return false;
 	handle_free(h);
 	return true;
@@ -109,7 +110,7 @@ static bool handle_release(uint32_t h)
 
 static void idle_push(uint32_t h)
 {
-	pp_page_slot(h)->next = pool.idle_head;
+	ppi_page_slot(h)->next = pool.idle_head;
 	pool.idle_head = h;
 	pool.idle++;
 }
@@ -130,7 +131,7 @@ static long trim_to(long keep)
 	long n = 0;
 	while (pool.idle > keep) {
 		uint32_t h = pool.idle_head;
-		pool.idle_head = pp_page_slot(h)->next;
+		pool.idle_head = ppi_page_slot(h)->next;
 		pool.idle--;
 		if (!handle_release(h)) { /* keep it; the system will not split */
 			idle_push(h);
@@ -146,18 +147,18 @@ static long trim_to(long keep)
  * grows deep (the command holds 100k pages behind a slow output) would
  * otherwise pay one mmap and one page fault per page, and those were most
  * of its cost.  So the batch grows with the pages in use (an eighth of
- * them, at most PP_MAP_BATCH): a small user still maps one page at a time
+ * them, at most PPI_MAP_BATCH): a small user still maps one page at a time
  * and holds nothing extra.  The pages beyond the first go to the idle
  * list, so the batch is also bounded by the room under cache_max there,
  * and by the limit.  test/fuzz/fuzz_ops.c models this rule.
  */
-#define PP_MAP_BATCH 64
+#define PPI_MAP_BATCH 64
 
 static long map_batch(void)
 {
 	long n = pool.in_use / 8;
-	if (n > PP_MAP_BATCH)
-		n = PP_MAP_BATCH;
+	if (n > PPI_MAP_BATCH)
+		n = PPI_MAP_BATCH;
 	if (n > spare_max(pool.in_use + 1) - pool.idle + 1)
 		n = spare_max(pool.in_use + 1) - pool.idle + 1;
 	if (pool.limit && n > pool.limit - pool.in_use)
@@ -184,7 +185,7 @@ static uint32_t page_map(void)
 			munmap(a, (size_t)(n - i) * PP_PAGE_SIZE);
 			break;
 		}
-		pp_page_slot(h)->addr = a;
+		ppi_page_slot(h)->addr = a;
 		if (!first) {
 			first = h;
 			continue;
@@ -203,7 +204,7 @@ static uint32_t page_take(void)
 		return 0;
 	h = pool.idle_head;
 	if (h) {
-		pool.idle_head = pp_page_slot(h)->next;
+		pool.idle_head = ppi_page_slot(h)->next;
 		pool.idle--;
 	} else {
 		h = page_map();
@@ -211,7 +212,7 @@ static uint32_t page_take(void)
 			return 0;
 	}
 	pool.in_use++;
-	atomic_store_explicit(&pp_page_slot(h)->refs, 1, memory_order_relaxed);
+	atomic_store_explicit(&ppi_page_slot(h)->refs, 1, memory_order_relaxed);
 	return h;
 }
 
@@ -223,160 +224,91 @@ static void page_give(uint32_t h)
 	trim_to(spare_max(pool.in_use));
 }
 
-unsigned pp_page_get_many(uint32_t *pages, unsigned n)
-{
-	unsigned got = 0;
-	pp_lock(&pool_lock);
-	while (got < n && (pages[got] = page_take()))
-		got++;
-	pp_unlock(&pool_lock);
-	if (!got)
-		errno = ENOMEM;
-	return got;
-}
-
-void pp_page_put_many(const uint32_t *pages, unsigned n)
-{
-	bool locked = false;
-	for (unsigned i = 0; i < n; i++) {
-		/* acq_rel: the last holder must see every other holder's use
-		 * of the page done before it goes back for reuse. */
-		if (atomic_fetch_sub_explicit(&pp_page_slot(pages[i])->refs, 1,
-		                              memory_order_acq_rel) != 1)
-			continue;
-		if (!locked) {
-			pp_lock(&pool_lock);
-			locked = true;
-		}
-		page_give(pages[i]);
-	}
-	if (locked)
-		pp_unlock(&pool_lock);
-}
-
-/* Anonymous pages: the pool's own. */
-static void anon_get(uint32_t page, uint32_t n)
-{
-	pp_page_ref(page, n);
-}
-
-static bool anon_owned(uint32_t page)
-{
-	return pp_page_refs(page) == 1;
-}
-
-static const struct pp_buf_ops anon_ops = {
-	.get = anon_get,
-	.put = pp_page_put_many,
-	.owned = anon_owned,
-};
-
 /*
- * Caller memory handed in by pp_vmsplice, and file pages mapped in by
- * pp_splice_from_fd: a handle names the bytes, and `owner` the record whose
- * release runs when the last reference to the last of its handles goes
- * (vmsplice.c).  Never merged into: the bytes are not the pipe's.  These
- * handles are not pool pages and do not count in pages_in_use.
- *
- * Handles for n pages from addr, each naming owner, into pages[], under one
- * hold of the pool lock; how many were made (fewer than n, with errno
- * ENOMEM, when handles ran out).
+ * Handles for memory that is not the pool's (pool.h): made and freed here,
+ * held and released by the buffer kinds (kinds.c).
  */
-unsigned pp_handle_user_many(void *addr, unsigned n, void *owner, uint32_t *pages)
+unsigned ppi_handles_new(void *addr, unsigned n, struct ppi_loan *loan, uint32_t *pages)
 {
 	unsigned made = 0;
-	pp_lock(&pool_lock);
+	ppi_lock(&pool_lock);
 	for (; made < n; made++) {
 		uint32_t h = handle_new();
 		if (!h)
 			break;
-		struct pp_page_slot *s = pp_page_slot(h);
+		struct ppi_page_slot *s = ppi_page_slot(h);
 		s->addr = (unsigned char *)addr + (size_t)made * PP_PAGE_SIZE;
-		s->owner = owner;
+		s->loan = loan;
 		atomic_store_explicit(&s->refs, 1, memory_order_relaxed);
 		pages[made] = h;
 	}
-	pp_unlock(&pool_lock);
+	ppi_unlock(&pool_lock);
 	if (made < n)
 		errno = ENOMEM;
 	return made;
 }
 
-#define PP_PUT_BATCH 64
-
-/* Drop a reference each; the handles whose last one went are freed under
- * one hold of the pool lock, and their owners' records dropped after it
- * (a record's release may run the caller's callback). */
-static void user_put(const uint32_t *pages, unsigned n)
+void ppi_handles_free(const uint32_t *pages, unsigned n)
 {
-	void *owners[PP_PUT_BATCH];
-	uint32_t pages_gone[PP_PUT_BATCH];
-	unsigned gone = 0;
+	ppi_lock(&pool_lock);
+	for (unsigned i = 0; i < n; i++)
+		handle_free(pages[i]);
+	ppi_unlock(&pool_lock);
+}
+
+unsigned ppi_page_get_many(uint32_t *pages, unsigned n)
+{
+	unsigned got = 0;
+	ppi_lock(&pool_lock);
+	while (got < n && (pages[got] = page_take()))
+		got++;
+	ppi_unlock(&pool_lock);
+	if (!got)
+		errno = ENOMEM;
+	return got;
+}
+
+void ppi_page_put_many(const uint32_t *pages, unsigned n)
+{
+	bool locked = false;
 	for (unsigned i = 0; i < n; i++) {
-		struct pp_page_slot *s = pp_page_slot(pages[i]);
-		if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1) {
-			pages_gone[gone] = pages[i];
-			owners[gone++] = s->owner;
+		if (!ppi_page_unref(pages[i]))
+			continue;
+		if (!locked) {
+			ppi_lock(&pool_lock);
+			locked = true;
 		}
-		if (gone && (gone == PP_PUT_BATCH || i + 1 == n)) {
-			pp_lock(&pool_lock);
-			for (unsigned j = 0; j < gone; j++)
-				handle_free(pages_gone[j]);
-			pp_unlock(&pool_lock);
-			for (unsigned j = 0; j < gone; j++)
-				pp_gift_put(owners[j]);
-			gone = 0;
-		}
+		page_give(pages[i]);
 	}
+	if (locked)
+		ppi_unlock(&pool_lock);
 }
 
-static bool never_owned(uint32_t page)
-{
-	(void)page;
-	return false;
-}
-
-static const struct pp_buf_ops user_ops = {
-	.get = anon_get, /* a reference is a reference */
-	.put = user_put,
-	.owned = never_owned,
-};
-
-const struct pp_buf_ops *const pp_buf_kinds[PP_KINDS] = {
-	[PP_KIND_ANON] = &anon_ops,
-	[PP_KIND_USER] = &user_ops,
-	/* Pages of a file mapped in by pp_splice_from_fd (splice_fd.c): held
-	 * like caller memory, through a gift record whose release unmaps them
-	 * once the last reference goes; never merged into, so no write reaches
-	 * the file (the mapping is read-only besides). */
-	[PP_KIND_FILE] = &user_ops,
-};
-
-uint32_t pp_page_get(void)
+uint32_t ppi_page_get(void)
 {
 	uint32_t h;
-	return pp_page_get_many(&h, 1) ? h : 0;
+	return ppi_page_get_many(&h, 1) ? h : 0;
 }
 
-void pp_page_put(uint32_t h)
+void ppi_page_put(uint32_t h)
 {
-	pp_page_put_many(&h, 1);
+	ppi_page_put_many(&h, 1);
 }
 
 
-PP_API int pp_pool_stats(struct pp_pool_stats *st)
+PPI_API int pp_pool_stats(struct pp_pool_stats *st)
 {
 	if (!st) {
 		errno = EFAULT;
 		return -1;
 	}
-	pp_lock(&pool_lock);
+	ppi_lock(&pool_lock);
 	st->pages_in_use = pool.in_use;
 	st->pages_cached = pool.idle;
 	st->cache_max = pool.cache_max;
 	st->limit = pool.limit;
 	st->pipe_pages = pool.pipe_pages;
-	pp_unlock(&pool_lock);
+	ppi_unlock(&pool_lock);
 	return 0;
 }
 
@@ -388,44 +320,44 @@ static long pool_set(long *bound, long pages, bool trim)
 		errno = EINVAL;
 		return -1;
 	}
-	pp_lock(&pool_lock);
+	ppi_lock(&pool_lock);
 	old = *bound;
 	*bound = pages;
 	if (trim)
 		trim_to(spare_max(pool.in_use));
-	pp_unlock(&pool_lock);
+	ppi_unlock(&pool_lock);
 	return old;
 }
 
 /* A pipe was made (pages > 0), resized, or freed (pages < 0): its
  * capacity changes the room spare_max() allows for. */
-void pp_pool_pipe_pages(long pages)
+void ppi_pool_pipe_pages(long pages)
 {
 	if (!pages) /* a resize to the same size */
 		return;
-	pp_lock(&pool_lock);
+	ppi_lock(&pool_lock);
 	pool.pipe_pages += pages;
 	if (pages < 0)
 		trim_to(spare_max(pool.in_use));
-	pp_unlock(&pool_lock);
+	ppi_unlock(&pool_lock);
 }
 
-PP_API long pp_pool_setcache(long pages)
+PPI_API long pp_pool_setcache(long pages)
 {
 	return pool_set(&pool.cache_max, pages, true);
 }
 
-PP_API long pp_pool_setlimit(long pages)
+PPI_API long pp_pool_setlimit(long pages)
 {
 	return pool_set(&pool.limit, pages, false);
 }
 
-PP_API long pp_pool_trim(void)
+PPI_API long pp_pool_trim(void)
 {
 	long n;
-	pp_lock(&pool_lock);
+	ppi_lock(&pool_lock);
 	n = trim_to(0);
-	pp_unlock(&pool_lock);
+	ppi_unlock(&pool_lock);
 	return n;
 }
 

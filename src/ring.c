@@ -36,12 +36,9 @@
 #include <string.h>
 #include <sys/eventfd.h>
 
-#include "internal.h"
+#include "ring.h"
 
-static _Atomic long pp_max_size = 1048576;
-
-#define RELAXED memory_order_relaxed
-#define LOAD(x) atomic_load_explicit(&(x), RELAXED)
+static _Atomic long max_size = 1048576;
 
 /* ---- iterators over the caller's iovecs ------------------------------- */
 
@@ -49,7 +46,7 @@ enum iter_dir { ITER_FROM_USER, ITER_TO_USER, ITER_SKIP };
 
 /* Move n bytes (n <= it->left) between the caller's iovecs and page, in
  * the direction given, or just step over them; advances the iterator. */
-static inline void iter_move(struct pp_iter *it, unsigned char *page, size_t n,
+static inline void iter_move(struct ppi_iter *it, unsigned char *page, size_t n,
                              enum iter_dir dir)
 {
 	it->left -= n;
@@ -73,29 +70,29 @@ static inline void iter_move(struct pp_iter *it, unsigned char *page, size_t n,
 	}
 }
 
-static inline void iter_from(struct pp_iter *it, unsigned char *dst, size_t n)
+static inline void iter_from(struct ppi_iter *it, unsigned char *dst, size_t n)
 {
 	iter_move(it, dst, n, ITER_FROM_USER);
 }
 
-static inline void iter_to(struct pp_iter *it, unsigned char *src, size_t n)
+static inline void iter_to(struct ppi_iter *it, unsigned char *src, size_t n)
 {
 	iter_move(it, src, n, ITER_TO_USER);
 }
 
-static inline void iter_skip(struct pp_iter *it, size_t n)
+static inline void iter_skip(struct ppi_iter *it, size_t n)
 {
 	iter_move(it, NULL, n, ITER_SKIP);
 }
 
 /* ---- life ---------------------------------------------------------- */
 
-struct pp_ring *pp_ring_new(int flags)
+struct ppi_ring *ppi_ring_new(int flags)
 {
-	struct pp_ring *r = aligned_alloc(_Alignof(struct pp_ring), sizeof *r);
+	struct ppi_ring *r = aligned_alloc(_Alignof(struct ppi_ring), sizeof *r);
 	if (r)
 		memset(r, 0, sizeof *r);
-	struct pp_buf *bufs = calloc(PP_DEFAULT_PAGES, sizeof *bufs);
+	struct ppi_buf *bufs = calloc(PPI_DEFAULT_PAGES, sizeof *bufs);
 	if (!r || !bufs) {
 		free(r);
 		free(bufs);
@@ -103,8 +100,8 @@ struct pp_ring *pp_ring_new(int flags)
 		return NULL;
 	}
 	r->bufs_off = (intptr_t)((uintptr_t)bufs - (uintptr_t)r);
-	r->ring_size = PP_DEFAULT_PAGES;
-	atomic_init(&r->max_usage, PP_DEFAULT_PAGES);
+	r->ring_size = PPI_DEFAULT_PAGES;
+	atomic_init(&r->max_usage, PPI_DEFAULT_PAGES);
 	/* For tests: start the free-running counters near their wrap-around,
 	 * which otherwise takes 2^32 buffers to reach. */
 	const char *start = getenv("PP_DEBUG_RING_START");
@@ -113,25 +110,25 @@ struct pp_ring *pp_ring_new(int flags)
 		atomic_init(&r->head, at);
 		atomic_init(&r->tail, at);
 	}
-	atomic_init(&r->handles[PP_READ], 1);
-	atomic_init(&r->handles[PP_WRITE], 1);
+	atomic_init(&r->handles[PPI_READ], 1);
+	atomic_init(&r->handles[PPI_WRITE], 1);
 	atomic_init(&r->refs, 2);
-	atomic_init(&r->flags[PP_READ], flags);
-	atomic_init(&r->flags[PP_WRITE], flags);
-	r->efd[PP_READ] = r->efd[PP_WRITE] = -1;
-	atomic_init(&r->spin_budget[PP_READ], pp_spin_limit);
-	atomic_init(&r->spin_budget[PP_WRITE], pp_spin_limit);
-	pp_pool_pipe_pages(PP_DEFAULT_PAGES);
+	atomic_init(&r->flags[PPI_READ], flags);
+	atomic_init(&r->flags[PPI_WRITE], flags);
+	r->efd[PPI_READ] = r->efd[PPI_WRITE] = -1;
+	atomic_init(&r->spin_budget[PPI_READ], ppi_spin_limit);
+	atomic_init(&r->spin_budget[PPI_WRITE], ppi_spin_limit);
+	ppi_pool_pipe_pages(PPI_DEFAULT_PAGES);
 	return r;
 }
 
-void pp_ring_free(struct pp_ring *r)
+void ppi_ring_free(struct ppi_ring *r)
 {
-	struct pp_buf *bufs = pp_ring_bufs(r);
+	struct ppi_buf *bufs = ppi_ring_bufs(r);
 	uint32_t mask = r->ring_size - 1;
 	for (uint32_t i = LOAD(r->tail); i != LOAD(r->head); i++)
-		pp_buf_ops_of(bufs[i & mask].flags)->put(&bufs[i & mask].page, 1);
-	pp_pool_pipe_pages(-(long)LOAD(r->max_usage));
+		ppi_buf_ops_of(bufs[i & mask].flags)->put(&bufs[i & mask].page, 1);
+	ppi_pool_pipe_pages(-(long)LOAD(r->max_usage));
 	for (int s = 0; s < 2; s++)
 		if (r->efd[s] >= 0)
 			close(r->efd[s]);
@@ -144,7 +141,7 @@ void pp_ring_free(struct pp_ring *r)
 /* Under the lock: if anyone sleeps on side, move its sequence word so a
  * sleeper that has not reached the kernel yet will not go to sleep, and
  * say that a futex wake is due once the lock is dropped. */
-bool pp_ring_mark_wake(struct pp_ring *r, int side)
+bool ppi_ring_mark_wake(struct ppi_ring *r, int side)
 {
 	if (!r->sleepers[side])
 		return false;
@@ -155,10 +152,10 @@ bool pp_ring_mark_wake(struct pp_ring *r, int side)
 /* Spin, without the lock and reading only, until side's condition looks
  * true or the spin budget is spent.  The pauses between looks grow, so as
  * not to keep stealing the cache line from the thread making progress. */
-static unsigned ring_spin(struct pp_ring *r, int side)
+static unsigned ring_spin(struct ppi_ring *r, int side)
 {
 	/* The budget adapts per ring and side, as an adaptive mutex does: a
-	 * spin that ends in data or room doubles it (up to pp_spin_limit), one
+	 * spin that ends in data or room doubles it (up to ppi_spin_limit), one
 	 * that gives up cuts it to an eighth (down to a sixty-fourth), so that
 	 * under contention, where spins fail often, the budget stays small.  When the CPUs are
 	 * oversubscribed the thread we wait for is often not running, and a
@@ -173,8 +170,8 @@ static unsigned ring_spin(struct pp_ring *r, int side)
 	bool ready = false;
 	for (unsigned step = 1; spun < budget; spun += step) {
 		for (unsigned i = 0; i < step; i++)
-			pp_cpu_relax();
-		if ((ready = pp_ring_ready(r, side)))
+			ppi_cpu_relax();
+		if ((ready = ppi_ring_ready(r, side)))
 			break;
 		if (step < 64)
 			step <<= 1;
@@ -182,10 +179,10 @@ static unsigned ring_spin(struct pp_ring *r, int side)
 			sched_yield(); /* the thread we wait for may share our CPU */
 	}
 	unsigned next = ready ? budget * 2 : budget / 8;
-	if (next > pp_spin_limit)
-		next = pp_spin_limit;
-	if (next < pp_spin_limit / 64)
-		next = pp_spin_limit / 64;
+	if (next > ppi_spin_limit)
+		next = ppi_spin_limit;
+	if (next < ppi_spin_limit / 64)
+		next = ppi_spin_limit / 64;
 	if (next != budget)
 		atomic_store_explicit(&r->spin_budget[side], next, RELAXED);
 	return ready ? spun : UINT_MAX; /* pauses spent, or UINT_MAX: gave up */
@@ -197,7 +194,7 @@ static unsigned ring_spin(struct pp_ring *r, int side)
  * they come.  If it took the lock at once it would do so every two or three
  * bytes, and each time the writer would lose the lock's, the slot's and the
  * page's cache lines and need a fresh page.  So it first pauses for up to
- * pp_gather_pauses (a few microseconds), looking only rarely (a look costs
+ * ppi_gather_pauses (a few microseconds), looking only rarely (a look costs
  * the writer a cache miss too), then takes what has gathered.
  * A reader that finds the pipe empty spins, and if data comes within the
  * first few pauses (a writer streaming faster than the reader drains) it
@@ -206,15 +203,15 @@ static unsigned ring_spin(struct pp_ring *r, int side)
  */
 #define GATHER_QUICK 3 /* pauses: data this soon means a stream */
 #define GATHER_LOOK 16 /* pauses between looks while gathering */
-static void ring_gather(struct pp_ring *r)
+static void ring_gather(struct ppi_ring *r)
 {
 	/* Look again only every GATHER_LOOK pauses: once a second buffer
 	 * shows up there is plenty to take, and waiting on would only let
 	 * the pipe fill and stall the writer. */
-	for (unsigned i = 0; i < pp_gather_pauses; i++) {
+	for (unsigned i = 0; i < ppi_gather_pauses; i++) {
 		if (i % GATHER_LOOK == 0 && LOAD(r->head) - LOAD(r->tail) != 1)
 			return;
-		pp_cpu_relax();
+		ppi_cpu_relax();
 	}
 }
 
@@ -224,10 +221,10 @@ static void ring_gather(struct pp_ring *r)
  * for the next sleeper.  Sleepers are woken one at a time, as Linux's
  * exclusive waits are, so each woken one must pass the wake on.
  */
-bool pp_ring_pass_wake(struct pp_ring *r, int side)
+bool ppi_ring_pass_wake(struct ppi_ring *r, int side)
 {
-	bool holds = side == PP_READ ? LOAD(r->head) != LOAD(r->tail) : !pp_ring_full(r);
-	return holds && pp_ring_mark_wake(r, side);
+	bool holds = side == PPI_READ ? LOAD(r->head) != LOAD(r->tail) : !ppi_ring_full(r);
+	return holds && ppi_ring_mark_wake(r, side);
 }
 
 /*
@@ -235,23 +232,23 @@ bool pp_ring_pass_wake(struct pp_ring *r, int side)
  * the lock held, 0 or EINTR.  wake_side >= 0: a wake of that side that the
  * caller marked and that must go out before we sleep (a writer that filled
  * the pipe must let readers at it).  moved: the caller has already moved
- * bytes, so any handled signal must end the wait (see pp_futex_wait_intr).
+ * bytes, so any handled signal must end the wait (see ppi_futex_wait_intr).
  */
-int pp_ring_wait(struct pp_ring *r, int side, int wake_side, bool moved)
+int ppi_ring_wait(struct ppi_ring *r, int side, int wake_side, bool moved)
 {
-	pp_unlock(&r->lock);
+	ppi_unlock(&r->lock);
 	if (wake_side >= 0)
-		pp_futex_wake(&r->seq[wake_side], 1);
+		ppi_futex_wake(&r->seq[wake_side], 1);
 	ring_spin(r, side);
-	pp_lock(&r->lock);
-	if (pp_ring_ready(r, side))
+	ppi_lock(&r->lock);
+	if (ppi_ring_ready(r, side))
 		return 0;
 	uint32_t seq = LOAD(r->seq[side]);
 	r->sleepers[side]++;
-	pp_unlock(&r->lock);
-	int err = moved ? pp_futex_wait_intr(&r->seq[side], seq)
-	                : pp_futex_wait(&r->seq[side], seq);
-	pp_lock(&r->lock);
+	ppi_unlock(&r->lock);
+	int err = moved ? ppi_futex_wait_intr(&r->seq[side], seq)
+	                : ppi_futex_wait(&r->seq[side], seq);
+	ppi_lock(&r->lock);
 	r->sleepers[side]--;
 	return err;
 }
@@ -259,14 +256,14 @@ int pp_ring_wait(struct pp_ring *r, int side, int wake_side, bool moved)
 /* Tell pp_fd() users, under the lock, what changed.  The eventfd of a side
  * has a non-zero counter exactly while that side is ready; every write that
  * adds data signals the read side again so edge-triggered epoll sees it. */
-void pp_ring_efd_update_slow(struct pp_ring *r, bool data_added)
+void ppi_ring_efd_update_slow(struct ppi_ring *r, bool data_added)
 {
 	for (int side = 0; side < 2; side++) {
 		int fd = r->efd[side];
 		if (fd < 0)
 			continue;
-		bool ready = pp_ring_ready(r, side);
-		if (ready && (!r->efd_ready[side] || (side == PP_READ && data_added))) {
+		bool ready = ppi_ring_ready(r, side);
+		if (ready && (!r->efd_ready[side] || (side == PPI_READ && data_added))) {
 			uint64_t one = 1;
 			if (write(fd, &one, sizeof one) == sizeof one)
 				r->efd_ready[side] = true;
@@ -294,33 +291,33 @@ static inline size_t min_size(size_t a, size_t b)
  * Put a buffer at head, under the lock.  Filling an empty pipe is the
  * one moment a reader may be asleep waiting for it: mark that wake.
  */
-void pp_ring_push_buf(struct pp_ring *r, struct pp_buf buf, bool *wake_rd)
+void ppi_ring_push_buf(struct ppi_ring *r, struct ppi_buf buf, bool *wake_rd)
 {
 	uint32_t head = LOAD(r->head);
 	if (head == LOAD(r->tail))
-		*wake_rd |= pp_ring_mark_wake(r, PP_READ);
-	pp_ring_bufs(r)[head & (r->ring_size - 1)] = buf;
+		*wake_rd |= ppi_ring_mark_wake(r, PPI_READ);
+	ppi_ring_bufs(r)[head & (r->ring_size - 1)] = buf;
 	atomic_store_explicit(&r->head, head + 1, memory_order_release);
 }
 
-static inline void ring_push(struct pp_ring *r, uint32_t page, uint32_t len, int fl,
+static inline void ring_push(struct ppi_ring *r, uint32_t page, uint32_t len, int fl,
                              bool *wake_rd)
 {
-	pp_ring_push_buf(r, (struct pp_buf){
+	ppi_ring_push_buf(r, (struct ppi_buf){
 		.page = page,
 		.offset = 0,
 		.len = len,
-		.flags = ((fl & PP_PACKET) ? PP_BUF_PACKET : PP_BUF_CAN_MERGE) |
-		         PP_KIND_ANON << PP_BUF_KIND_SHIFT,
+		.flags = ((fl & PP_PACKET) ? PPI_BUF_PACKET : PPI_BUF_CAN_MERGE) |
+		         PPI_KIND_ANON << PPI_BUF_KIND_SHIFT,
 	}, wake_rd);
 }
 
 /* Drop the lock, then send the reader wake it left due. */
-static void unlock_and_wake(struct pp_ring *r, bool *wake_rd)
+static void unlock_and_wake(struct ppi_ring *r, bool *wake_rd)
 {
-	pp_unlock(&r->lock);
+	ppi_unlock(&r->lock);
 	if (*wake_rd)
-		pp_futex_wake(&r->seq[PP_READ], 1);
+		ppi_futex_wake(&r->seq[PPI_READ], 1);
 	*wake_rd = false;
 }
 
@@ -331,7 +328,7 @@ static void unlock_and_wake(struct pp_ring *r, bool *wake_rd)
  * fit go back to the pool and their bytes count as not written.  Returns the
  * bytes pushed, or -1 with *err set when nothing could be.
  */
-static ssize_t write_batch(struct pp_ring *r, int fl, struct pp_iter *it,
+static ssize_t write_batch(struct ppi_ring *r, int fl, struct ppi_iter *it,
                            unsigned k, bool *wake_rd, int *err, bool *sigpipe)
 {
 	uint32_t pages[BATCH_MAX];
@@ -339,21 +336,21 @@ static ssize_t write_batch(struct pp_ring *r, int fl, struct pp_iter *it,
 	unsigned got, pushed = 0;
 
 	unlock_and_wake(r, wake_rd);
-	got = pp_page_get_many(pages, k);
-	struct pp_iter at = *it;
+	got = ppi_page_get_many(pages, k);
+	struct ppi_iter at = *it;
 	for (unsigned i = 0; i < got; i++)
-		iter_from(&at, pp_page_addr(pages[i]), min_size(PP_PAGE_SIZE, at.left));
-	pp_lock(&r->lock);
+		iter_from(&at, ppi_page_addr(pages[i]), min_size(PP_PAGE_SIZE, at.left));
+	ppi_lock(&r->lock);
 
 	if (!got) {
 		*err = ENOMEM;
 		return -1;
 	}
-	if (!LOAD(r->handles[PP_READ])) {
+	if (!LOAD(r->handles[PPI_READ])) {
 		*sigpipe = true;
 		*err = EPIPE;
 	} else {
-		uint32_t room = pp_ring_room(r);
+		uint32_t room = ppi_ring_room(r);
 		for (; pushed < got && pushed < room; pushed++) {
 			size_t n = min_size(PP_PAGE_SIZE, it->left - bytes);
 			ring_push(r, pages[pushed], (uint32_t)n, fl, wake_rd);
@@ -363,46 +360,46 @@ static ssize_t write_batch(struct pp_ring *r, int fl, struct pp_iter *it,
 		if (!pushed)
 			*err = EAGAIN; /* lost the race for room: caller waits */
 	}
-	pp_page_put_many(pages + pushed, got - pushed);
+	ppi_page_put_many(pages + pushed, got - pushed);
 	return pushed ? (ssize_t)bytes : -1;
 }
 
 /*
  * Under the lock: the last buffer, if `chars` more bytes may be appended to
- * it, else NULL.  The flag alone decides (see PP_BUF_CAN_MERGE): asking the
+ * it, else NULL.  The flag alone decides (see PPI_BUF_CAN_MERGE): asking the
  * buffer's kind would cost an indirect call and a look at the page's
  * reference count, a third of a one-byte write's time.
  */
-static inline struct pp_buf *merge_target(struct pp_ring *r, size_t chars)
+static inline struct ppi_buf *merge_target(struct ppi_ring *r, size_t chars)
 {
 	uint32_t head = LOAD(r->head);
 	if (head == LOAD(r->tail))
 		return NULL;
-	struct pp_buf *last = &pp_ring_bufs(r)[(head - 1) & (r->ring_size - 1)];
-	if (!(last->flags & PP_BUF_CAN_MERGE) || last->offset + last->len + chars > PP_PAGE_SIZE)
+	struct ppi_buf *last = &ppi_ring_bufs(r)[(head - 1) & (r->ring_size - 1)];
+	if (!(last->flags & PPI_BUF_CAN_MERGE) || last->offset + last->len + chars > PP_PAGE_SIZE)
 		return NULL;
-	PP_INVARIANT(pp_buf_ops_of(last->flags)->owned(last->page));
+	PPI_INVARIANT(ppi_buf_ops_of(last->flags)->owned(last->page));
 	return last;
 }
 
-ssize_t pp_ring_write(struct pp_ring *r, int fl, struct pp_iter *it)
+ssize_t ppi_ring_write(struct ppi_ring *r, int fl, struct ppi_iter *it)
 {
 	ssize_t ret = 0;
 	int err = 0;
 	bool added = false, waited = false, sigpipe = false, wake_rd = false, wake_wr;
 
-	pp_lock(&r->lock);
-	if (!LOAD(r->handles[PP_READ])) {
+	ppi_lock(&r->lock);
+	if (!LOAD(r->handles[PPI_READ])) {
 		sigpipe = true;
 		err = EPIPE;
 		goto out;
 	}
 
 	/* Merge the odd-sized front of the write into the last buffer. */
-	size_t chars = it->left & PP_PAGE_MASK;
-	struct pp_buf *last = chars ? merge_target(r, chars) : NULL;
+	size_t chars = it->left & PPI_PAGE_MASK;
+	struct ppi_buf *last = chars ? merge_target(r, chars) : NULL;
 	if (last) {
-		iter_from(it, pp_page_addr(last->page) + last->offset + last->len, chars);
+		iter_from(it, ppi_page_addr(last->page) + last->offset + last->len, chars);
 		last->len += chars;
 		ret = chars;
 		added = true;
@@ -411,26 +408,26 @@ ssize_t pp_ring_write(struct pp_ring *r, int fl, struct pp_iter *it)
 	}
 
 	for (;;) {
-		if (!LOAD(r->handles[PP_READ])) {
+		if (!LOAD(r->handles[PPI_READ])) {
 			sigpipe = true;
 			if (!ret)
 				err = EPIPE;
 			break;
 		}
-		uint32_t room = pp_ring_room(r);
+		uint32_t room = ppi_ring_room(r);
 		if (room) {
-			size_t want = (it->left + PP_PAGE_MASK) / PP_PAGE_SIZE;
+			size_t want = (it->left + PPI_PAGE_MASK) / PP_PAGE_SIZE;
 			unsigned k = (unsigned)min_size(min_size(want, room), BATCH_MAX);
 			if (k == 1) {
 				/* One page: cheaper to copy it under the lock. */
-				uint32_t page = pp_page_get();
+				uint32_t page = ppi_page_get();
 				if (!page) {
 					if (!ret)
 						err = ENOMEM;
 					break;
 				}
 				size_t n = min_size(PP_PAGE_SIZE, it->left);
-				iter_from(it, pp_page_addr(page), n);
+				iter_from(it, ppi_page_addr(page), n);
 				ring_push(r, page, (uint32_t)n, fl, &wake_rd);
 				ret += n;
 			} else {
@@ -455,10 +452,10 @@ ssize_t pp_ring_write(struct pp_ring *r, int fl, struct pp_iter *it)
 			break;
 		}
 		/* Full: tell pollers what we added, then sleep; the reader
-		 * wake due, if any, goes out as pp_ring_wait drops the lock. */
-		pp_ring_efd_update(r, added);
+		 * wake due, if any, goes out as ppi_ring_wait drops the lock. */
+		ppi_ring_efd_update(r, added);
 		added = false;
-		err = pp_ring_wait(r, PP_WRITE, wake_rd ? PP_READ : -1, ret > 0);
+		err = ppi_ring_wait(r, PPI_WRITE, wake_rd ? PPI_READ : -1, ret > 0);
 		wake_rd = false;
 		if (err) {
 			if (ret)
@@ -469,11 +466,11 @@ ssize_t pp_ring_write(struct pp_ring *r, int fl, struct pp_iter *it)
 	}
 out:
 	/* A writer that was woken and left room passes the wake on. */
-	wake_wr = waited && pp_ring_pass_wake(r, PP_WRITE);
-	pp_ring_efd_update(r, added);
+	wake_wr = waited && ppi_ring_pass_wake(r, PPI_WRITE);
+	ppi_ring_efd_update(r, added);
 	unlock_and_wake(r, &wake_rd);
 	if (wake_wr)
-		pp_futex_wake(&r->seq[PP_WRITE], 1);
+		ppi_futex_wake(&r->seq[PPI_WRITE], 1);
 	if (sigpipe && !(fl & PP_NOSIGPIPE))
 		raise(SIGPIPE);
 	if (err) {
@@ -501,8 +498,8 @@ static void spans_put(const struct span *sp, unsigned n)
 	unsigned run = 0;
 	for (unsigned i = 0; i < n; i++) {
 		pages[run++] = sp[i].page;
-		if (i + 1 == n || pp_buf_ops_of(sp[i + 1].flags) != pp_buf_ops_of(sp[i].flags)) {
-			pp_buf_ops_of(sp[i].flags)->put(pages, run);
+		if (i + 1 == n || ppi_buf_ops_of(sp[i + 1].flags) != ppi_buf_ops_of(sp[i].flags)) {
+			ppi_buf_ops_of(sp[i].flags)->put(pages, run);
 			run = 0;
 		}
 	}
@@ -516,12 +513,12 @@ static void spans_put(const struct span *sp, unsigned n)
  * drops the lock, wakes a writer if it freed room in a full pipe, and
  * copies the taken buffers out.
  */
-ssize_t pp_ring_read(struct pp_ring *r, int fl, struct pp_iter *it)
+ssize_t ppi_ring_read(struct ppi_ring *r, int fl, struct ppi_iter *it)
 {
 	struct span taken[BATCH_MAX];
 	unsigned ntaken = 0;
 	size_t planned = 0; /* bytes this read returns so far */
-	struct pp_iter at;  /* where bytes copied under the lock go */
+	struct ppi_iter at;  /* where bytes copied under the lock go */
 	bool at_ready = false, was_full, waited = false, wake_rd, wake_wr;
 	int err = 0;
 
@@ -529,20 +526,20 @@ ssize_t pp_ring_read(struct pp_ring *r, int fl, struct pp_iter *it)
 	 * the lock: taking it just to see nothing would pull the lock's cache
 	 * line away from a writer in the middle of a stream of small writes. */
 	if (!(fl & PP_NONBLOCK)) {
-		if (pp_ring_ready(r, PP_READ) || ring_spin(r, PP_READ) <= GATHER_QUICK)
+		if (ppi_ring_ready(r, PPI_READ) || ring_spin(r, PPI_READ) <= GATHER_QUICK)
 			ring_gather(r);
 	}
-	pp_lock(&r->lock);
-	was_full = pp_ring_full(r);
+	ppi_lock(&r->lock);
+	was_full = ppi_ring_full(r);
 	for (;;) {
 		uint32_t head = LOAD(r->head), tail = LOAD(r->tail);
 		uint32_t mask = r->ring_size - 1;
 		bool stop = false;
 		while (tail != head && !stop) {
-			struct pp_buf *b = &pp_ring_bufs(r)[tail & mask];
+			struct ppi_buf *b = &ppi_ring_bufs(r)[tail & mask];
 			size_t want = it->left - planned;
 			size_t chars = min_size(b->len, want);
-			bool packet = b->flags & PP_BUF_PACKET;
+			bool packet = b->flags & PPI_BUF_PACKET;
 			stop = packet || chars == want;
 			if ((chars == b->len || packet) && ntaken < BATCH_MAX) {
 				taken[ntaken++] = (struct span){ b->page, b->offset, (uint32_t)chars, b->flags };
@@ -553,41 +550,41 @@ ssize_t pp_ring_read(struct pp_ring *r, int fl, struct pp_iter *it)
 					iter_skip(&at, planned);
 					at_ready = true;
 				}
-				iter_to(&at, pp_page_addr(b->page) + b->offset, chars);
+				iter_to(&at, ppi_page_addr(b->page) + b->offset, chars);
 				b->offset += chars;
 				b->len -= chars;
 				if (packet)
 					b->len = 0; /* the rest of a packet is discarded */
 				if (!b->len)
-					pp_buf_ops_of(b->flags)->put(&b->page, 1);
+					ppi_buf_ops_of(b->flags)->put(&b->page, 1);
 			}
 			planned += chars;
 			if (!b->len)
 				atomic_store_explicit(&r->tail, ++tail, memory_order_release);
 		}
-		if (stop || planned || !LOAD(r->handles[PP_WRITE]))
+		if (stop || planned || !LOAD(r->handles[PPI_WRITE]))
 			break;
 		if (fl & PP_NONBLOCK) {
 			err = EAGAIN;
 			break;
 		}
-		err = pp_ring_wait(r, PP_READ, -1, false);
+		err = ppi_ring_wait(r, PPI_READ, -1, false);
 		if (err)
 			break; /* nothing was read */
-		was_full = pp_ring_full(r);
+		was_full = ppi_ring_full(r);
 		waited = true;
 	}
-	wake_wr = was_full && !pp_ring_full(r) && pp_ring_mark_wake(r, PP_WRITE);
+	wake_wr = was_full && !ppi_ring_full(r) && ppi_ring_mark_wake(r, PPI_WRITE);
 	/* A reader that was woken and left data passes the wake on. */
-	wake_rd = waited && pp_ring_pass_wake(r, PP_READ);
-	pp_ring_efd_update(r, false);
-	pp_unlock(&r->lock);
+	wake_rd = waited && ppi_ring_pass_wake(r, PPI_READ);
+	ppi_ring_efd_update(r, false);
+	ppi_unlock(&r->lock);
 	if (wake_wr)
-		pp_futex_wake(&r->seq[PP_WRITE], 1);
+		ppi_futex_wake(&r->seq[PPI_WRITE], 1);
 	if (wake_rd)
-		pp_futex_wake(&r->seq[PP_READ], 1);
+		ppi_futex_wake(&r->seq[PPI_READ], 1);
 	for (unsigned i = 0; i < ntaken; i++)
-		iter_to(it, pp_page_addr(taken[i].page) + taken[i].offset, taken[i].len);
+		iter_to(it, ppi_page_addr(taken[i].page) + taken[i].offset, taken[i].len);
 	spans_put(taken, ntaken);
 	if (err) {
 		errno = err;
@@ -602,12 +599,12 @@ ssize_t pp_ring_read(struct pp_ring *r, int fl, struct pp_iter *it)
  * 0 when there is data or end of file, EAGAIN if nonblock, EINTR.  Sets
  * *waited when it slept, so the caller passes the wake on.
  */
-int pp_ring_wait_data(struct pp_ring *r, bool nonblock, bool *waited)
+int ppi_ring_wait_data(struct ppi_ring *r, bool nonblock, bool *waited)
 {
-	while (LOAD(r->head) == LOAD(r->tail) && LOAD(r->handles[PP_WRITE])) {
+	while (LOAD(r->head) == LOAD(r->tail) && LOAD(r->handles[PPI_WRITE])) {
 		if (nonblock)
 			return EAGAIN;
-		int err = pp_ring_wait(r, PP_READ, -1, false);
+		int err = ppi_ring_wait(r, PPI_READ, -1, false);
 		if (err)
 			return err;
 		*waited = true;
@@ -617,19 +614,19 @@ int pp_ring_wait_data(struct pp_ring *r, bool nonblock, bool *waited)
 
 /* Under the lock: consume the first n readable bytes (n <= what is there),
  * dropping the references of the buffers they empty. */
-void pp_ring_drop_bytes(struct pp_ring *r, size_t n)
+void ppi_ring_drop_bytes(struct ppi_ring *r, size_t n)
 {
-	struct pp_buf *bufs = pp_ring_bufs(r);
+	struct ppi_buf *bufs = ppi_ring_bufs(r);
 	uint32_t mask = r->ring_size - 1;
 	while (n) {
 		uint32_t tail = LOAD(r->tail);
-		struct pp_buf *b = &bufs[tail & mask];
+		struct ppi_buf *b = &bufs[tail & mask];
 		uint32_t take = b->len < n ? b->len : (uint32_t)n;
 		b->offset += take;
 		b->len -= take;
 		n -= take;
 		if (!b->len) {
-			pp_buf_ops_of(b->flags)->put(&b->page, 1);
+			ppi_buf_ops_of(b->flags)->put(&b->page, 1);
 			b->page = 0;
 			atomic_store_explicit(&r->tail, tail + 1, memory_order_release);
 		}
@@ -649,24 +646,24 @@ void pp_ring_drop_bytes(struct pp_ring *r, size_t n)
  * under the lock would let another handle's closer free the ring under
  * our feet.
  */
-bool pp_ring_drop_handle(struct pp_ring *r, int side)
+bool ppi_ring_drop_handle(struct ppi_ring *r, int side)
 {
 	int other = 1 - side;
 	bool wake = false;
-	pp_lock(&r->lock);
+	ppi_lock(&r->lock);
 	uint32_t left = LOAD(r->handles[side]) - 1;
 	atomic_store_explicit(&r->handles[side], left, RELAXED);
 	if (!left) {
-		wake = pp_ring_mark_wake(r, other);
+		wake = ppi_ring_mark_wake(r, other);
 		if (r->efd[side] >= 0) {
 			close(r->efd[side]);
 			r->efd[side] = -1;
 		}
-		pp_ring_efd_update(r, false);
+		ppi_ring_efd_update(r, false);
 	}
-	pp_unlock(&r->lock);
+	ppi_unlock(&r->lock);
 	if (wake)
-		pp_futex_wake(&r->seq[other], INT_MAX);
+		ppi_futex_wake(&r->seq[other], INT_MAX);
 	return atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) == 1;
 }
 
@@ -685,27 +682,27 @@ static uint32_t pages_for_size(size_t size)
 	return (uint32_t)(pow / PP_PAGE_SIZE);
 }
 
-long pp_ring_setsize(struct pp_ring *r, size_t size)
+long ppi_ring_setsize(struct ppi_ring *r, size_t size)
 {
 	uint32_t pages = pages_for_size(size);
 	if (!pages) {
 		errno = EINVAL;
 		return -1;
 	}
-	pp_lock(&r->lock);
+	ppi_lock(&r->lock);
 	uint32_t head = LOAD(r->head), tail = LOAD(r->tail);
 	int err = 0;
 	if (pages > LOAD(r->max_usage) &&
-	    (long)pages * PP_PAGE_SIZE > atomic_load(&pp_max_size))
+	    (long)pages * PP_PAGE_SIZE > atomic_load(&max_size))
 		err = EPERM;
 	else if (pages < head - tail + LOAD(r->reserved))
 		err = EBUSY;
 	else if (pages != r->ring_size) {
-		struct pp_buf *nb = calloc(pages, sizeof *nb);
+		struct ppi_buf *nb = calloc(pages, sizeof *nb);
 		if (!nb) {
 			err = ENOMEM;
 		} else {
-			struct pp_buf *ob = pp_ring_bufs(r);
+			struct ppi_buf *ob = ppi_ring_bufs(r);
 			for (uint32_t i = tail; i != head; i++)
 				nb[i & (pages - 1)] = ob[i & (r->ring_size - 1)];
 			free(ob);
@@ -714,14 +711,14 @@ long pp_ring_setsize(struct pp_ring *r, size_t size)
 		}
 	}
 	if (!err) {
-		pp_pool_pipe_pages((long)pages - (long)LOAD(r->max_usage));
+		ppi_pool_pipe_pages((long)pages - (long)LOAD(r->max_usage));
 		atomic_store_explicit(&r->max_usage, pages, RELAXED);
 		/* More room may let any number of writers on: wake them all. */
-		if (pp_ring_mark_wake(r, PP_WRITE))
-			pp_futex_wake(&r->seq[PP_WRITE], INT_MAX);
-		pp_ring_efd_update(r, false);
+		if (ppi_ring_mark_wake(r, PPI_WRITE))
+			ppi_futex_wake(&r->seq[PPI_WRITE], INT_MAX);
+		ppi_ring_efd_update(r, false);
 	}
-	pp_unlock(&r->lock);
+	ppi_unlock(&r->lock);
 	if (err) {
 		errno = err;
 		return -1;
@@ -729,73 +726,73 @@ long pp_ring_setsize(struct pp_ring *r, size_t size)
 	return (long)pages * PP_PAGE_SIZE;
 }
 
-long pp_ring_getsize(struct pp_ring *r)
+long ppi_ring_getsize(struct ppi_ring *r)
 {
 	return (long)LOAD(r->max_usage) * PP_PAGE_SIZE;
 }
 
-int pp_ring_nread(struct pp_ring *r)
+int ppi_ring_nread(struct ppi_ring *r)
 {
 	size_t n = 0;
-	pp_lock(&r->lock);
-	struct pp_buf *bufs = pp_ring_bufs(r);
+	ppi_lock(&r->lock);
+	struct ppi_buf *bufs = ppi_ring_bufs(r);
 	for (uint32_t i = LOAD(r->tail); i != LOAD(r->head); i++)
 		n += bufs[i & (r->ring_size - 1)].len;
-	pp_unlock(&r->lock);
+	ppi_unlock(&r->lock);
 	return n > INT_MAX ? INT_MAX : (int)n;
 }
 
-short pp_ring_events(struct pp_ring *r, int side)
+short ppi_ring_events(struct ppi_ring *r, int side)
 {
 	/* No lock, as Linux's pipe_poll takes none: a splice to a descriptor
 	 * may hold the lock across a blocking write, and poll must not wait
 	 * for it.  Each field read is exact; together they are a snapshot as
 	 * good as the kernel's. */
 	short ev = 0;
-	if (side == PP_READ) {
+	if (side == PPI_READ) {
 		if (LOAD(r->head) != LOAD(r->tail))
 			ev |= POLLIN | POLLRDNORM;
-		if (!LOAD(r->handles[PP_WRITE]))
+		if (!LOAD(r->handles[PPI_WRITE]))
 			ev |= POLLHUP;
 	} else {
-		if (!pp_ring_full(r))
+		if (!ppi_ring_full(r))
 			ev |= POLLOUT | POLLWRNORM;
-		if (!LOAD(r->handles[PP_READ]))
+		if (!LOAD(r->handles[PPI_READ]))
 			ev |= POLLERR;
 	}
 	return ev;
 }
 
-int pp_ring_fd(struct pp_ring *r, int side)
+int ppi_ring_fd(struct ppi_ring *r, int side)
 {
-	pp_lock(&r->lock);
+	ppi_lock(&r->lock);
 	if (r->efd[side] < 0) {
 		int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		if (fd < 0) {
-			pp_unlock(&r->lock);
+			ppi_unlock(&r->lock);
 			return -1;
 		}
 		r->efd[side] = fd;
 		r->efd_ready[side] = false;
-		pp_ring_efd_update(r, false);
+		ppi_ring_efd_update(r, false);
 	}
 	int fd = r->efd[side];
-	pp_unlock(&r->lock);
+	ppi_unlock(&r->lock);
 	return fd;
 }
 
-PP_API long pp_getmaxsize(void)
+PPI_API long pp_getmaxsize(void)
 {
-	return atomic_load(&pp_max_size);
+	return atomic_load(&max_size);
 }
 
-PP_API long pp_setmaxsize(size_t size)
+PPI_API long pp_setmaxsize(size_t size)
 {
 	uint32_t pages = size ? pages_for_size(size) : 0;
 	if (!pages) {
 		errno = EINVAL;
 		return -1;
 	}
-	atomic_store(&pp_max_size, (long)pages * PP_PAGE_SIZE);
+	atomic_store(&max_size, (long)pages * PP_PAGE_SIZE);
 	return (long)pages * PP_PAGE_SIZE;
 }

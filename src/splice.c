@@ -7,14 +7,14 @@
  * Every buffer holds a counted reference on its page (pool.c), so giving a
  * second pipe the same bytes is one more reference, and moving a whole
  * buffer is copying a 16-byte slot.  A buffer that is shared, or split from
- * a larger one, loses PP_BUF_CAN_MERGE for good, on the copies and on what
+ * a larger one, loses PPI_BUF_CAN_MERGE for good, on the copies and on what
  * stays behind, and a write merges only where that flag is set, so no write
  * can change bytes that another pipe can still read.
  *
  * Locks.  A transfer holds the lock of every ring it touches, taken in
  * address order so that two transfers in opposite directions cannot
  * deadlock.  To wait, it keeps only the lock of the ring it waits on and
- * lets pp_ring_wait drop and retake that one; then it starts over.
+ * lets ppi_ring_wait drop and retake that one; then it starts over.
  *
  * Order of checks, as Linux's splice between pipes has them: an empty
  * input with writers waits (or EAGAIN) first; then a full output waits (or
@@ -25,45 +25,42 @@
 #include <stdlib.h>
 #include <sys/uio.h>
 
-#include "internal.h"
-
-#define RELAXED memory_order_relaxed
-#define LOAD(x) atomic_load_explicit(&(x), RELAXED)
+#include "end.h"
 
 #define FANOUT_MAX 64
 
 struct xfer {
-	struct pp_ring *in;
-	struct pp_ring *outs[FANOUT_MAX];
+	struct ppi_ring *in;
+	struct ppi_ring *outs[FANOUT_MAX];
 	int n;
-	struct pp_ring *order[FANOUT_MAX + 1]; /* every ring, by address */
+	struct ppi_ring *order[FANOUT_MAX + 1]; /* every ring, by address */
 	int nlocked;
 };
 
 static int by_address(const void *a, const void *b)
 {
-	uintptr_t x = (uintptr_t) * (struct pp_ring *const *)a;
-	uintptr_t y = (uintptr_t) * (struct pp_ring *const *)b;
+	uintptr_t x = (uintptr_t) * (struct ppi_ring *const *)a;
+	uintptr_t y = (uintptr_t) * (struct ppi_ring *const *)b;
 	return x < y ? -1 : x > y;
 }
 
 static void lock_all(struct xfer *x)
 {
 	for (int i = 0; i < x->nlocked; i++)
-		pp_lock(&x->order[i]->lock);
+		ppi_lock(&x->order[i]->lock);
 }
 
-static void unlock_all_but(struct xfer *x, struct pp_ring *keep)
+static void unlock_all_but(struct xfer *x, struct ppi_ring *keep)
 {
 	for (int i = x->nlocked - 1; i >= 0; i--)
 		if (x->order[i] != keep)
-			pp_unlock(&x->order[i]->lock);
+			ppi_unlock(&x->order[i]->lock);
 }
 
 /* Check the ends and set up x.  0, or -1 with errno. */
 static int xfer_init(struct xfer *x, struct pp_end *in, struct pp_end *const outs[], int n)
 {
-	struct pp_ring *r = pp_end_ring_side(in, PP_READ);
+	struct ppi_ring *r = ppi_end_ring_side(in, PPI_READ);
 	if (!r)
 		return -1;
 	if (!outs) {
@@ -78,7 +75,7 @@ static int xfer_init(struct xfer *x, struct pp_end *in, struct pp_end *const out
 	x->n = n;
 	x->order[0] = r;
 	for (int i = 0; i < n; i++) {
-		struct pp_ring *o = pp_end_ring_side(outs[i], PP_WRITE);
+		struct ppi_ring *o = ppi_end_ring_side(outs[i], PPI_WRITE);
 		if (!o)
 			return -1;
 		x->outs[i] = o;
@@ -101,15 +98,15 @@ static int xfer_init(struct xfer *x, struct pp_end *in, struct pp_end *const out
 static size_t xfer_buffers(struct xfer *x, size_t len, uint32_t room, bool consume,
                            bool wake_rd[])
 {
-	struct pp_ring *in = x->in;
-	struct pp_buf *bufs = pp_ring_bufs(in);
+	struct ppi_ring *in = x->in;
+	struct ppi_buf *bufs = ppi_ring_bufs(in);
 	uint32_t mask = in->ring_size - 1;
 	uint32_t cur = LOAD(in->tail), head = LOAD(in->head);
 	size_t done = 0;
 
 	while (done < len && room && cur != head) {
-		struct pp_buf *b = &bufs[cur & mask];
-		const struct pp_buf_ops *ops = pp_buf_ops_of(b->flags);
+		struct ppi_buf *b = &bufs[cur & mask];
+		const struct ppi_buf_ops *ops = ppi_buf_ops_of(b->flags);
 		size_t take = b->len < len - done ? b->len : len - done;
 		bool whole = take == b->len;
 		/* A whole buffer leaving `in` hands its own reference to one of
@@ -122,13 +119,13 @@ static size_t xfer_buffers(struct xfer *x, size_t len, uint32_t room, bool consu
 		 * into. */
 		uint32_t more = (uint32_t)x->n - (consume && whole);
 		if (more) {
-			b->flags &= ~PP_BUF_CAN_MERGE;
+			b->flags &= ~PPI_BUF_CAN_MERGE;
 			ops->get(b->page, more);
 		}
-		struct pp_buf nb = *b;
+		struct ppi_buf nb = *b;
 		nb.len = (uint32_t)take;
 		for (int i = 0; i < x->n; i++)
-			pp_ring_push_buf(x->outs[i], nb, &wake_rd[i]);
+			ppi_ring_push_buf(x->outs[i], nb, &wake_rd[i]);
 		if (consume) {
 			if (whole) {
 				b->page = 0;
@@ -151,10 +148,10 @@ static ssize_t xfer_run(struct xfer *x, size_t len, unsigned flags, bool consume
 {
 	/* Linux folds O_NONBLOCK of either pipe end into SPLICE_F_NONBLOCK. */
 	bool nonblock = (flags & PP_SPLICE_NONBLOCK) ||
-	                (LOAD(x->in->flags[PP_READ]) & PP_NONBLOCK);
+	                (LOAD(x->in->flags[PPI_READ]) & PP_NONBLOCK);
 	for (int i = 0; i < x->n; i++)
-		nonblock |= (LOAD(x->outs[i]->flags[PP_WRITE]) & PP_NONBLOCK) != 0;
-	struct pp_ring *in = x->in;
+		nonblock |= (LOAD(x->outs[i]->flags[PPI_WRITE]) & PP_NONBLOCK) != 0;
+	struct ppi_ring *in = x->in;
 	bool wake_rd[FANOUT_MAX] = { false };
 	bool waited_wr[FANOUT_MAX] = { false }; /* slept for room in outs[i] */
 	bool wake_wr = false, waited_rd = false, pass_rd = false;
@@ -165,21 +162,21 @@ static ssize_t xfer_run(struct xfer *x, size_t len, unsigned flags, bool consume
 		return 0;
 	for (;;) {
 		lock_all(x);
-		struct pp_ring *wait_on = NULL;
-		int wait_side = PP_READ;
-		if (LOAD(in->head) == LOAD(in->tail) && LOAD(in->handles[PP_WRITE])) {
+		struct ppi_ring *wait_on = NULL;
+		int wait_side = PPI_READ;
+		if (LOAD(in->head) == LOAD(in->tail) && LOAD(in->handles[PPI_WRITE])) {
 			wait_on = in;
 		} else {
 			for (int i = 0; i < x->n && !wait_on && !err; i++) {
-				struct pp_ring *o = x->outs[i];
-				if (!pp_ring_full(o))
+				struct ppi_ring *o = x->outs[i];
+				if (!ppi_ring_full(o))
 					continue;
-				if (!LOAD(o->handles[PP_READ])) {
+				if (!LOAD(o->handles[PPI_READ])) {
 					err = EPIPE;
 					sigpipe_out = i;
 				} else {
 					wait_on = o;
-					wait_side = PP_WRITE;
+					wait_side = PPI_WRITE;
 				}
 			}
 		}
@@ -187,8 +184,8 @@ static ssize_t xfer_run(struct xfer *x, size_t len, unsigned flags, bool consume
 			err = EAGAIN;
 		if (wait_on && !err) {
 			unlock_all_but(x, wait_on);
-			err = pp_ring_wait(wait_on, wait_side, -1, false);
-			pp_unlock(&wait_on->lock);
+			err = ppi_ring_wait(wait_on, wait_side, -1, false);
+			ppi_unlock(&wait_on->lock);
 			if (err)
 				return errno = err, -1;
 			if (wait_on == in)
@@ -199,7 +196,7 @@ static ssize_t xfer_run(struct xfer *x, size_t len, unsigned flags, bool consume
 		}
 		if (!err) {
 			for (int i = 0; i < x->n && !err; i++)
-				if (!LOAD(x->outs[i]->handles[PP_READ])) {
+				if (!LOAD(x->outs[i]->handles[PPI_READ])) {
 					err = EPIPE;
 					sigpipe_out = i;
 				}
@@ -207,38 +204,38 @@ static ssize_t xfer_run(struct xfer *x, size_t len, unsigned flags, bool consume
 		if (!err && LOAD(in->head) != LOAD(in->tail)) {
 			uint32_t room = UINT32_MAX;
 			for (int i = 0; i < x->n; i++) {
-				struct pp_ring *o = x->outs[i];
-				uint32_t free_slots = pp_ring_room(o);
+				struct ppi_ring *o = x->outs[i];
+				uint32_t free_slots = ppi_ring_room(o);
 				if (free_slots < room)
 					room = free_slots;
 			}
-			bool was_full = pp_ring_full(in);
+			bool was_full = ppi_ring_full(in);
 			done = xfer_buffers(x, len, room, consume, wake_rd);
 			if (consume)
-				wake_wr = was_full && !pp_ring_full(in) && pp_ring_mark_wake(in, PP_WRITE);
+				wake_wr = was_full && !ppi_ring_full(in) && ppi_ring_mark_wake(in, PPI_WRITE);
 			for (int i = 0; i < x->n; i++)
-				pp_ring_efd_update(x->outs[i], done > 0);
-			pp_ring_efd_update(in, false);
+				ppi_ring_efd_update(x->outs[i], done > 0);
+			ppi_ring_efd_update(in, false);
 		}
 		/* Pass on the wakes we were given: data left in `in`, room left
 		 * in an output we slept on. */
-		pass_rd = waited_rd && pp_ring_pass_wake(in, PP_READ);
+		pass_rd = waited_rd && ppi_ring_pass_wake(in, PPI_READ);
 		for (int i = 0; i < x->n; i++)
-			waited_wr[i] = waited_wr[i] && pp_ring_pass_wake(x->outs[i], PP_WRITE);
+			waited_wr[i] = waited_wr[i] && ppi_ring_pass_wake(x->outs[i], PPI_WRITE);
 		break;
 	}
-	int out_flags = sigpipe_out >= 0 ? LOAD(x->outs[sigpipe_out]->flags[PP_WRITE]) : 0;
+	int out_flags = sigpipe_out >= 0 ? LOAD(x->outs[sigpipe_out]->flags[PPI_WRITE]) : 0;
 	unlock_all_but(x, NULL);
 	for (int i = 0; i < x->n; i++)
 		if (wake_rd[i])
-			pp_futex_wake(&x->outs[i]->seq[PP_READ], 1);
+			ppi_futex_wake(&x->outs[i]->seq[PPI_READ], 1);
 	if (wake_wr)
-		pp_futex_wake(&in->seq[PP_WRITE], 1);
+		ppi_futex_wake(&in->seq[PPI_WRITE], 1);
 	if (pass_rd)
-		pp_futex_wake(&in->seq[PP_READ], 1);
+		ppi_futex_wake(&in->seq[PPI_READ], 1);
 	for (int i = 0; i < x->n; i++)
 		if (waited_wr[i])
-			pp_futex_wake(&x->outs[i]->seq[PP_WRITE], 1);
+			ppi_futex_wake(&x->outs[i]->seq[PPI_WRITE], 1);
 	if (sigpipe_out >= 0 && !(out_flags & PP_NOSIGPIPE))
 		raise(SIGPIPE);
 	if (err) {
@@ -248,9 +245,6 @@ static ssize_t xfer_run(struct xfer *x, size_t len, unsigned flags, bool consume
 	return (ssize_t)done;
 }
 
-static const unsigned known_flags =
-	PP_SPLICE_NONBLOCK | PP_SPLICE_MORE | PP_SPLICE_MOVE | PP_SPLICE_GIFT;
-
 static ssize_t xfer(struct pp_end *in, struct pp_end *const outs[], int n, size_t len,
                     unsigned flags, bool consume)
 {
@@ -259,7 +253,7 @@ static ssize_t xfer(struct pp_end *in, struct pp_end *const outs[], int n, size_
 	 * is checked, tee checks its flags first; then the descriptors. */
 	if (!len && consume)
 		return 0;
-	if (flags & ~known_flags) {
+	if (flags & ~PPI_SPLICE_FLAGS) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -267,22 +261,22 @@ static ssize_t xfer(struct pp_end *in, struct pp_end *const outs[], int n, size_
 		return 0;
 	if (xfer_init(&x, in, outs, n))
 		return -1;
-	if (len > PP_MAX_RW)
-		len = PP_MAX_RW;
+	if (len > PPI_MAX_RW)
+		len = PPI_MAX_RW;
 	return xfer_run(&x, len, flags, consume);
 }
 
-PP_API ssize_t pp_splice(struct pp_end *in, struct pp_end *out, size_t len, unsigned flags)
+PPI_API ssize_t pp_splice(struct pp_end *in, struct pp_end *out, size_t len, unsigned flags)
 {
 	return xfer(in, &out, 1, len, flags, true);
 }
 
-PP_API ssize_t pp_tee(struct pp_end *in, struct pp_end *out, size_t len, unsigned flags)
+PPI_API ssize_t pp_tee(struct pp_end *in, struct pp_end *out, size_t len, unsigned flags)
 {
 	return xfer(in, &out, 1, len, flags, false);
 }
 
-PP_API ssize_t pp_fanout(struct pp_end *in, struct pp_end *const outs[], int n, size_t len,
+PPI_API ssize_t pp_fanout(struct pp_end *in, struct pp_end *const outs[], int n, size_t len,
                          unsigned flags)
 {
 	return xfer(in, outs, n, len, flags, true);
@@ -290,9 +284,9 @@ PP_API ssize_t pp_fanout(struct pp_end *in, struct pp_end *const outs[], int n, 
 
 /* ---- the zero-copy reader ------------------------------------------- */
 
-PP_API ssize_t pp_peek(struct pp_end *in, struct iovec *iov, int max)
+PPI_API ssize_t pp_peek(struct pp_end *in, struct iovec *iov, int max)
 {
-	struct pp_ring *r = pp_end_ring_side(in, PP_READ);
+	struct ppi_ring *r = ppi_end_ring_side(in, PPI_READ);
 	if (!r)
 		return -1;
 	if (max < 0 || max > IOV_MAX) {
@@ -303,24 +297,24 @@ PP_API ssize_t pp_peek(struct pp_end *in, struct iovec *iov, int max)
 		errno = EFAULT;
 		return -1;
 	}
-	int fl = LOAD(r->flags[PP_READ]);
+	int fl = LOAD(r->flags[PPI_READ]);
 	int n = 0, err = 0;
 	bool waited = false;
-	pp_lock(&r->lock);
+	ppi_lock(&r->lock);
 	if (max)
-		err = pp_ring_wait_data(r, fl & PP_NONBLOCK, &waited);
-	bool pass = waited && pp_ring_pass_wake(r, PP_READ);
+		err = ppi_ring_wait_data(r, fl & PP_NONBLOCK, &waited);
+	bool pass = waited && ppi_ring_pass_wake(r, PPI_READ);
 	if (!err) {
-		struct pp_buf *bufs = pp_ring_bufs(r);
+		struct ppi_buf *bufs = ppi_ring_bufs(r);
 		for (uint32_t i = LOAD(r->tail); i != LOAD(r->head) && n < max; i++, n++) {
-			struct pp_buf *b = &bufs[i & (r->ring_size - 1)];
-			iov[n].iov_base = pp_page_addr(b->page) + b->offset;
+			struct ppi_buf *b = &bufs[i & (r->ring_size - 1)];
+			iov[n].iov_base = ppi_page_addr(b->page) + b->offset;
 			iov[n].iov_len = b->len;
 		}
 	}
-	pp_unlock(&r->lock);
+	ppi_unlock(&r->lock);
 	if (pass)
-		pp_futex_wake(&r->seq[PP_READ], 1);
+		ppi_futex_wake(&r->seq[PPI_READ], 1);
 	if (err) {
 		errno = err;
 		return -1;
@@ -328,13 +322,13 @@ PP_API ssize_t pp_peek(struct pp_end *in, struct iovec *iov, int max)
 	return n;
 }
 
-PP_API ssize_t pp_consume(struct pp_end *in, size_t n)
+PPI_API ssize_t pp_consume(struct pp_end *in, size_t n)
 {
-	struct pp_ring *r = pp_end_ring_side(in, PP_READ);
+	struct ppi_ring *r = ppi_end_ring_side(in, PPI_READ);
 	if (!r)
 		return -1;
-	pp_lock(&r->lock);
-	struct pp_buf *bufs = pp_ring_bufs(r);
+	ppi_lock(&r->lock);
+	struct ppi_buf *bufs = ppi_ring_bufs(r);
 	uint32_t mask = r->ring_size - 1;
 	size_t avail = 0;
 	/* Stop as soon as n is covered: a deep ring (the command's hold
@@ -342,16 +336,16 @@ PP_API ssize_t pp_consume(struct pp_end *in, size_t n)
 	for (uint32_t i = LOAD(r->tail); i != LOAD(r->head) && avail < n; i++)
 		avail += bufs[i & mask].len;
 	if (n > avail) {
-		pp_unlock(&r->lock);
+		ppi_unlock(&r->lock);
 		errno = EINVAL;
 		return -1;
 	}
-	bool was_full = pp_ring_full(r);
-	pp_ring_drop_bytes(r, n);
-	bool wake_wr = was_full && !pp_ring_full(r) && pp_ring_mark_wake(r, PP_WRITE);
-	pp_ring_efd_update(r, false);
-	pp_unlock(&r->lock);
+	bool was_full = ppi_ring_full(r);
+	ppi_ring_drop_bytes(r, n);
+	bool wake_wr = was_full && !ppi_ring_full(r) && ppi_ring_mark_wake(r, PPI_WRITE);
+	ppi_ring_efd_update(r, false);
+	ppi_unlock(&r->lock);
 	if (wake_wr)
-		pp_futex_wake(&r->seq[PP_WRITE], 1);
+		ppi_futex_wake(&r->seq[PPI_WRITE], 1);
 	return (ssize_t)n;
 }

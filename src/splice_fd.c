@@ -11,7 +11,7 @@
  * another reader must not take bytes we may still have to leave in place.
  *
  * From a descriptor: free slots are reserved under the lock (they count as
- * used for everyone else, see pp_ring_room), fresh pages are filled by
+ * used for everyone else, see ppi_ring_room), fresh pages are filled by
  * readv(2)/preadv(2) with the lock dropped, so a read that blocks on a
  * socket does not stall the pipe's readers, and the filled pages are pushed.
  * Bytes taken from the descriptor always land in the pipe: the reservation
@@ -19,7 +19,7 @@
  *
  * From a file sealed against shrinking (F_SEAL_SHRINK, a memfd(2) that its
  * owner sealed) the pages are mapped instead of read: the buffers are of
- * kind PP_KIND_FILE, name the file's own pages, and one gift record per
+ * kind PPI_KIND_FILE, name the file's own pages, and one loan (kinds.c) per
  * call unmaps them when the last reference goes.  Only such files: a file
  * that can be truncated would turn a mapped page still in a pipe into
  * SIGBUS for its reader, which the kernel's splice never risks (it holds
@@ -34,14 +34,9 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 
-#include "internal.h"
+#include "end.h"
 
-#define RELAXED memory_order_relaxed
-#define LOAD(x) atomic_load_explicit(&(x), RELAXED)
 #define SEGS_MAX 64
-
-static const unsigned known_flags =
-	PP_SPLICE_NONBLOCK | PP_SPLICE_MORE | PP_SPLICE_MOVE | PP_SPLICE_GIFT;
 
 /*
  * Checks common to both directions, in the order splice(2) makes them (the
@@ -53,16 +48,16 @@ static const unsigned known_flags =
  * flag or the pipe end's PP_NONBLOCK, as Linux folds O_NONBLOCK in.
  * The ring, or NULL with errno set.
  */
-static struct pp_ring *fd_prologue(struct pp_end *end, int side, int fd, const off_t *off,
+static struct ppi_ring *fd_prologue(struct pp_end *end, int side, int fd, const off_t *off,
                                    unsigned flags, size_t *len, bool *nonblock,
                                    struct stat *stp)
 {
 	struct stat st_own, *st = stp ? stp : &st_own;
-	if ((flags & ~known_flags) || *len > (size_t)SSIZE_MAX) {
+	if ((flags & ~PPI_SPLICE_FLAGS) || *len > (size_t)SSIZE_MAX) {
 		errno = EINVAL;
 		return NULL;
 	}
-	struct pp_ring *r = pp_end_ring_side(end, side);
+	struct ppi_ring *r = ppi_end_ring_side(end, side);
 	if (!r)
 		return NULL;
 	if (fd < 0 || fstat(fd, st) < 0) {
@@ -79,15 +74,15 @@ static struct pp_ring *fd_prologue(struct pp_end *end, int side, int fd, const o
 			return NULL;
 		}
 	}
-	if (side == PP_READ) { /* the descriptor is written */
+	if (side == PPI_READ) { /* the descriptor is written */
 		int fdfl = fcntl(fd, F_GETFL);
 		if (fdfl >= 0 && (fdfl & O_APPEND)) {
 			errno = EINVAL;
 			return NULL;
 		}
 	}
-	if (*len > PP_MAX_RW)
-		*len = PP_MAX_RW;
+	if (*len > PPI_MAX_RW)
+		*len = PPI_MAX_RW;
 	*nonblock = (flags & PP_SPLICE_NONBLOCK) || (LOAD(r->flags[side]) & PP_NONBLOCK);
 	return r;
 }
@@ -103,7 +98,7 @@ static bool file_pages_mappable(int fd, const struct stat *st)
 
 /* A mapped run of a file, for up to k buffers. */
 struct file_run {
-	void *gift;     /* unmaps the run; one reference is ours */
+	struct ppi_loan *loan; /* unmaps the run; one reference is ours */
 	uint32_t lead;  /* offset of the first byte in the first page */
 	unsigned pages; /* handles made, in pages[] */
 };
@@ -112,7 +107,7 @@ struct file_run {
  * Map the file's bytes from pos (up to len, and what k buffers hold) and
  * make a handle per page into pages[].  The byte count (0 at end of file),
  * or -1 when it cannot be done: then nothing is held and *run is left as it
- * was (no gift, no lead), since the caller reads into pool pages instead.
+ * was (no loan, no lead), since the caller reads into pool pages instead.
  */
 static ssize_t map_file(int fd, off_t pos, size_t len, uint32_t k, const struct stat *st,
                         uint32_t *pages, struct file_run *run)
@@ -121,98 +116,97 @@ static ssize_t map_file(int fd, off_t pos, size_t len, uint32_t k, const struct 
 		return 0;
 	if ((uint64_t)(st->st_size - pos) < len)
 		len = (size_t)(st->st_size - pos);
-	off_t start = pos & ~(off_t)PP_PAGE_MASK;
+	off_t start = pos & ~(off_t)PPI_PAGE_MASK;
 	uint32_t lead = (uint32_t)(pos - start);
 	if (len > (size_t)k * PP_PAGE_SIZE - lead)
 		len = (size_t)k * PP_PAGE_SIZE - lead;
-	size_t maplen = (lead + len + PP_PAGE_MASK) & ~(size_t)PP_PAGE_MASK;
+	size_t maplen = (lead + len + PPI_PAGE_MASK) & ~(size_t)PPI_PAGE_MASK;
 	unsigned char *m = mmap(NULL, maplen, PROT_READ, MAP_SHARED, fd, start);
 	if (m == MAP_FAILED)
 		return -1;
-	void *gift = pp_gift_new_unmap(m, maplen);
-	if (!gift) {
+	struct ppi_loan *loan = ppi_loan_new_unmap(m, maplen);
+	if (!loan) {
 		munmap(m, maplen);
 		return -1;
 	}
 	unsigned want = (unsigned)(maplen / PP_PAGE_SIZE);
-	unsigned made = pp_handle_user_many(m, want, gift, pages);
-	pp_gift_ref(gift, made); /* one for each handle */
+	unsigned made = ppi_loan_handles(loan, m, want, pages);
 	if (made < want) { /* give back what was made; the last put unmaps */
-		pp_buf_kinds[PP_KIND_FILE]->put(pages, made);
-		pp_gift_put(gift);
+		ppi_buf_kinds[PPI_KIND_FILE]->put(pages, made);
+		ppi_loan_put(loan);
 		return -1;
 	}
-	*run = (struct file_run){ .gift = gift, .lead = lead, .pages = made };
+	*run = (struct file_run){ .loan = loan, .lead = lead, .pages = made };
 	return (ssize_t)len;
 }
 
-PP_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t len,
+PPI_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t len,
                                  unsigned flags)
 {
 	bool nonblock;
 	struct stat st;
 	if (!len)
 		return 0;
-	struct pp_ring *r = fd_prologue(out, PP_WRITE, fd, off, flags, &len, &nonblock, &st);
+	struct ppi_ring *r = fd_prologue(out, PPI_WRITE, fd, off, flags, &len, &nonblock, &st);
 	if (!r)
 		return -1;
 
-	int fl = LOAD(r->flags[PP_WRITE]);
+	int fl = LOAD(r->flags[PPI_WRITE]);
 	uint32_t k;
 	bool waited = false;
-	pp_lock(&r->lock);
+	ppi_lock(&r->lock);
 	for (;;) {
-		if (!LOAD(r->handles[PP_READ])) {
-			pp_unlock(&r->lock);
+		if (!LOAD(r->handles[PPI_READ])) {
+			ppi_unlock(&r->lock);
 			if (!(fl & PP_NOSIGPIPE))
 				raise(SIGPIPE);
 			errno = EPIPE;
 			return -1;
 		}
-		uint32_t room = pp_ring_room(r);
+		uint32_t room = ppi_ring_room(r);
 		if (room)  {
-			size_t want = (len + PP_PAGE_MASK) / PP_PAGE_SIZE;
+			size_t want = (len + PPI_PAGE_MASK) / PP_PAGE_SIZE;
 			k = (uint32_t)(want < room ? want : room);
 			if (k > SEGS_MAX)
 				k = SEGS_MAX;
 			break;
 		}
 		if (nonblock) {
-			pp_unlock(&r->lock);
+			ppi_unlock(&r->lock);
 			errno = EAGAIN;
 			return -1;
 		}
-		int err = pp_ring_wait(r, PP_WRITE, -1, false);
+		int err = ppi_ring_wait(r, PPI_WRITE, -1, false);
 		if (err) {
-			pp_unlock(&r->lock);
+			ppi_unlock(&r->lock);
 			errno = err;
 			return -1;
 		}
 		waited = true;
 	}
 	atomic_store_explicit(&r->reserved, LOAD(r->reserved) + k, RELAXED);
-	pp_unlock(&r->lock);
+	ppi_unlock(&r->lock);
 
 	uint32_t pages[SEGS_MAX];
 	struct iovec iov[SEGS_MAX];
 	struct file_run run = { NULL, 0, 0 };
 	unsigned got = 0;
-	uint32_t kind = PP_KIND_ANON;
+	uint32_t kind = PPI_KIND_ANON;
 	ssize_t n = -1;
 	int err = ENOMEM;
 	off_t pos = off ? *off : -1;
 	if (file_pages_mappable(fd, &st) && (off || (pos = lseek(fd, 0, SEEK_CUR)) >= 0) &&
 	    (n = map_file(fd, pos, len, k, &st, pages, &run)) >= 0) {
 		got = run.pages;
-		kind = PP_KIND_FILE;
+		kind = PPI_KIND_FILE;
 		if (!off && n > 0 && lseek(fd, pos + n, SEEK_SET) < 0) { /* cannot fail: it seeks */
 			err = errno;
 			n = -1;
 		}
-	} else if ((got = pp_page_get_many(pages, k))) {
+	} else if ((got = ppi_page_get_many(pages, k))) {
 		size_t left = len;
 		for (unsigned i = 0; i < got; i++) {
-			iov[i].iov_base = pp_page_addr(pages[i]);
+			iov[i].iov_base = ppi_page_addr(pages[i]);
 			iov[i].iov_len = left < PP_PAGE_SIZE ? left : PP_PAGE_SIZE;
 			left -= iov[i].iov_len;
 		}
@@ -222,34 +216,34 @@ PP_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t 
 
 	bool wake_rd = false;
 	unsigned pushed = 0;
-	pp_lock(&r->lock);
+	ppi_lock(&r->lock);
 	atomic_store_explicit(&r->reserved, LOAD(r->reserved) - k, RELAXED);
 	for (size_t done = 0; n > 0 && done < (size_t)n; pushed++) {
 		uint32_t at = pushed ? 0 : run.lead;
 		size_t part = (size_t)n - done < PP_PAGE_SIZE - at ? (size_t)n - done
 		                                                   : PP_PAGE_SIZE - at;
-		pp_ring_push_buf(r, (struct pp_buf){
+		ppi_ring_push_buf(r, (struct ppi_buf){
 			.page = pages[pushed],
 			.offset = at,
 			.len = (uint32_t)part,
 			/* Like Linux's spliced-in buffers: neither merged into
 			 * nor packets, whatever the pipe's mode. */
-			.flags = kind << PP_BUF_KIND_SHIFT,
+			.flags = kind << PPI_BUF_KIND_SHIFT,
 		}, &wake_rd);
 		done += part;
 	}
 	/* Slots we reserved and did not fill are room again for writers;
 	 * and a woken writer that leaves room passes the wake on. */
-	bool wake_wr = (pushed < k || waited) && pp_ring_pass_wake(r, PP_WRITE);
-	pp_ring_efd_update(r, pushed > 0);
-	pp_unlock(&r->lock);
+	bool wake_wr = (pushed < k || waited) && ppi_ring_pass_wake(r, PPI_WRITE);
+	ppi_ring_efd_update(r, pushed > 0);
+	ppi_unlock(&r->lock);
 	if (wake_rd)
-		pp_futex_wake(&r->seq[PP_READ], 1);
+		ppi_futex_wake(&r->seq[PPI_READ], 1);
 	if (wake_wr)
-		pp_futex_wake(&r->seq[PP_WRITE], INT_MAX);
-	pp_buf_kinds[kind]->put(pages + pushed, got - pushed);
-	if (run.gift)
-		pp_gift_put(run.gift); /* ours; the buffers hold theirs */
+		ppi_futex_wake(&r->seq[PPI_WRITE], INT_MAX);
+	ppi_buf_kinds[kind]->put(pages + pushed, got - pushed);
+	if (run.loan)
+		ppi_loan_put(run.loan); /* ours; the buffers hold theirs */
 	if (n < 0) {
 		errno = err;
 		return -1;
@@ -259,32 +253,32 @@ PP_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t 
 	return n;
 }
 
-PP_API ssize_t pp_splice_to_fd(struct pp_end *in, int fd, off_t *off, size_t len, unsigned flags)
+PPI_API ssize_t pp_splice_to_fd(struct pp_end *in, int fd, off_t *off, size_t len, unsigned flags)
 {
 	bool nonblock;
 	if (!len)
 		return 0;
-	struct pp_ring *r = fd_prologue(in, PP_READ, fd, off, flags, &len, &nonblock, NULL);
+	struct ppi_ring *r = fd_prologue(in, PPI_READ, fd, off, flags, &len, &nonblock, NULL);
 	if (!r)
 		return -1;
 
 	int err = 0;
 	ssize_t n = 0;
 	bool waited = false;
-	pp_lock(&r->lock);
-	err = pp_ring_wait_data(r, nonblock, &waited);
-	bool was_full = pp_ring_full(r), wake_wr = false;
+	ppi_lock(&r->lock);
+	err = ppi_ring_wait_data(r, nonblock, &waited);
+	bool was_full = ppi_ring_full(r), wake_wr = false;
 	if (!err && LOAD(r->head) != LOAD(r->tail)) {
 		struct iovec iov[SEGS_MAX];
-		struct pp_buf *bufs = pp_ring_bufs(r);
+		struct ppi_buf *bufs = ppi_ring_bufs(r);
 		uint32_t mask = r->ring_size - 1;
 		int cnt = 0;
 		size_t planned = 0;
 		for (uint32_t i = LOAD(r->tail); i != LOAD(r->head) && cnt < SEGS_MAX && planned < len;
 		     i++) {
-			struct pp_buf *b = &bufs[i & mask];
+			struct ppi_buf *b = &bufs[i & mask];
 			size_t take = b->len < len - planned ? b->len : len - planned;
-			iov[cnt].iov_base = pp_page_addr(b->page) + b->offset;
+			iov[cnt].iov_base = ppi_page_addr(b->page) + b->offset;
 			iov[cnt++].iov_len = take;
 			planned += take; /* packets too: splice is not read(2) */
 		}
@@ -292,17 +286,17 @@ PP_API ssize_t pp_splice_to_fd(struct pp_end *in, int fd, off_t *off, size_t len
 		if (n < 0) {
 			err = errno;
 		} else {
-			pp_ring_drop_bytes(r, (size_t)n); /* exactly what the descriptor took */
-			wake_wr = was_full && !pp_ring_full(r) && pp_ring_mark_wake(r, PP_WRITE);
-			pp_ring_efd_update(r, false);
+			ppi_ring_drop_bytes(r, (size_t)n); /* exactly what the descriptor took */
+			wake_wr = was_full && !ppi_ring_full(r) && ppi_ring_mark_wake(r, PPI_WRITE);
+			ppi_ring_efd_update(r, false);
 		}
 	}
-	bool pass = waited && pp_ring_pass_wake(r, PP_READ);
-	pp_unlock(&r->lock);
+	bool pass = waited && ppi_ring_pass_wake(r, PPI_READ);
+	ppi_unlock(&r->lock);
 	if (wake_wr)
-		pp_futex_wake(&r->seq[PP_WRITE], 1);
+		ppi_futex_wake(&r->seq[PPI_WRITE], 1);
 	if (pass)
-		pp_futex_wake(&r->seq[PP_READ], 1);
+		ppi_futex_wake(&r->seq[PPI_READ], 1);
 	if (err) {
 		errno = err;
 		return -1;
