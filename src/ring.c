@@ -136,57 +136,7 @@ void ppi_ring_free(struct ppi_ring *r)
 	free(r);
 }
 
-/* ---- readiness, sleeping and waking ---------------------------------- */
-
-/* Under the lock: if anyone sleeps on side, move its sequence word so a
- * sleeper that has not reached the kernel yet will not go to sleep, and
- * say that a futex wake is due once the lock is dropped. */
-bool ppi_ring_mark_wake(struct ppi_ring *r, int side)
-{
-	if (!r->sleepers[side])
-		return false;
-	atomic_fetch_add_explicit(&r->seq[side], 1, RELAXED);
-	return true;
-}
-
-/* Spin, without the lock and reading only, until side's condition looks
- * true or the spin budget is spent.  The pauses between looks grow, so as
- * not to keep stealing the cache line from the thread making progress. */
-static unsigned ring_spin(struct ppi_ring *r, int side)
-{
-	/* The budget adapts per ring and side, as an adaptive mutex does: a
-	 * spin that ends in data or room doubles it (up to ppi_spin_limit), one
-	 * that gives up cuts it to an eighth (down to a sixty-fourth), so that
-	 * under contention, where spins fail often, the budget stays small.  When the CPUs are
-	 * oversubscribed the thread we wait for is often not running, and a
-	 * full-length spin only keeps it off the CPU: measured, streaming fell
-	 * tenfold under load with a fixed 50 us spin.  And once the pauses
-	 * are at their longest, each look also yields: the scheduler likes to
-	 * put a waker and its wakee on one CPU, and then the thread we wait
-	 * for can only run if we let it (measured: 1 MiB writes ran at 15 or
-	 * at 4 GB/s from run to run without the yield, 15 every time with). */
-	unsigned budget = LOAD(r->spin_budget[side]);
-	unsigned spun = 0;
-	bool ready = false;
-	for (unsigned step = 1; spun < budget; spun += step) {
-		for (unsigned i = 0; i < step; i++)
-			ppi_cpu_relax();
-		if ((ready = ppi_ring_ready(r, side)))
-			break;
-		if (step < 64)
-			step <<= 1;
-		else
-			sched_yield(); /* the thread we wait for may share our CPU */
-	}
-	unsigned next = ready ? budget * 2 : budget / 8;
-	if (next > ppi_spin_limit)
-		next = ppi_spin_limit;
-	if (next < ppi_spin_limit / 64)
-		next = ppi_spin_limit / 64;
-	if (next != budget)
-		atomic_store_explicit(&r->spin_budget[side], next, RELAXED);
-	return ready ? spun : UINT_MAX; /* pauses spent, or UINT_MAX: gave up */
-}
+/* ---- read-side gathering ------------------------------------------- */
 
 /*
  * Gathering.  A blocking reader that finds nothing but a lone, partly
@@ -215,67 +165,6 @@ static void ring_gather(struct ppi_ring *r)
 	}
 }
 
-/*
- * Under the lock, for a thread that slept on side and is leaving: if what
- * side's sleepers wait for still holds (data left, room left), mark a wake
- * for the next sleeper.  Sleepers are woken one at a time, as Linux's
- * exclusive waits are, so each woken one must pass the wake on.
- */
-bool ppi_ring_pass_wake(struct ppi_ring *r, int side)
-{
-	bool holds = side == PPI_READ ? LOAD(r->head) != LOAD(r->tail) : !ppi_ring_full(r);
-	return holds && ppi_ring_mark_wake(r, side);
-}
-
-/*
- * Wait, with the lock held, until side's condition may hold; returns with
- * the lock held, 0 or EINTR.  wake_side >= 0: a wake of that side that the
- * caller marked and that must go out before we sleep (a writer that filled
- * the pipe must let readers at it).  moved: the caller has already moved
- * bytes, so any handled signal must end the wait (see ppi_futex_wait_intr).
- */
-int ppi_ring_wait(struct ppi_ring *r, int side, int wake_side, bool moved)
-{
-	ppi_unlock(&r->lock);
-	if (wake_side >= 0)
-		ppi_futex_wake(&r->seq[wake_side], 1);
-	ring_spin(r, side);
-	ppi_lock(&r->lock);
-	if (ppi_ring_ready(r, side))
-		return 0;
-	uint32_t seq = LOAD(r->seq[side]);
-	r->sleepers[side]++;
-	ppi_unlock(&r->lock);
-	int err = moved ? ppi_futex_wait_intr(&r->seq[side], seq)
-	                : ppi_futex_wait(&r->seq[side], seq);
-	ppi_lock(&r->lock);
-	r->sleepers[side]--;
-	return err;
-}
-
-/* Tell pp_fd() users, under the lock, what changed.  The eventfd of a side
- * has a non-zero counter exactly while that side is ready; every write that
- * adds data signals the read side again so edge-triggered epoll sees it. */
-void ppi_ring_efd_update_slow(struct ppi_ring *r, bool data_added)
-{
-	for (int side = 0; side < 2; side++) {
-		int fd = r->efd[side];
-		if (fd < 0)
-			continue;
-		bool ready = ppi_ring_ready(r, side);
-		if (ready && (!r->efd_ready[side] || (side == PPI_READ && data_added))) {
-			uint64_t one = 1;
-			if (write(fd, &one, sizeof one) == sizeof one)
-				r->efd_ready[side] = true;
-		} else if (!ready && r->efd_ready[side]) {
-			uint64_t v;
-			if (read(fd, &v, sizeof v) == sizeof v)
-				r->efd_ready[side] = false;
-		}
-	}
-}
-
-
 /* ---- write ----------------------------------------------------------- */
 
 static inline size_t min_size(size_t a, size_t b)
@@ -287,38 +176,15 @@ static inline size_t min_size(size_t a, size_t b)
  * reader takes out of the ring to copy outside the lock (on its stack). */
 #define BATCH_MAX 64
 
-/*
- * Put a buffer at head, under the lock.  Filling an empty pipe is the
- * one moment a reader may be asleep waiting for it: mark that wake.
- */
-void ppi_ring_push_buf(struct ppi_ring *r, struct ppi_buf buf, bool *wake_rd)
+static inline void ring_push(struct ppi_call *c, uint32_t page, uint32_t len, int fl)
 {
-	uint32_t head = LOAD(r->head);
-	if (head == LOAD(r->tail))
-		*wake_rd |= ppi_ring_mark_wake(r, PPI_READ);
-	ppi_ring_bufs(r)[head & (r->ring_size - 1)] = buf;
-	atomic_store_explicit(&r->head, head + 1, memory_order_release);
-}
-
-static inline void ring_push(struct ppi_ring *r, uint32_t page, uint32_t len, int fl,
-                             bool *wake_rd)
-{
-	ppi_ring_push_buf(r, (struct ppi_buf){
+	ppi_call_push(c, (struct ppi_buf){
 		.page = page,
 		.offset = 0,
 		.len = len,
 		.flags = ((fl & PP_PACKET) ? PPI_BUF_PACKET : PPI_BUF_CAN_MERGE) |
 		         PPI_KIND_ANON << PPI_BUF_KIND_SHIFT,
-	}, wake_rd);
-}
-
-/* Drop the lock, then send the reader wake it left due. */
-static void unlock_and_wake(struct ppi_ring *r, bool *wake_rd)
-{
-	ppi_unlock(&r->lock);
-	if (*wake_rd)
-		ppi_futex_wake(&r->seq[PPI_READ], 1);
-	*wake_rd = false;
+	});
 }
 
 /*
@@ -328,14 +194,16 @@ static void unlock_and_wake(struct ppi_ring *r, bool *wake_rd)
  * fit go back to the pool and their bytes count as not written.  Returns the
  * bytes pushed, or -1 with *err set when nothing could be.
  */
-static ssize_t write_batch(struct ppi_ring *r, int fl, struct ppi_iter *it,
-                           unsigned k, bool *wake_rd, int *err, bool *sigpipe)
+static ssize_t write_batch(struct ppi_call *c, int fl, struct ppi_iter *it, unsigned k,
+                           int *err, bool *sigpipe)
 {
+	struct ppi_ring *r = c->r;
 	uint32_t pages[BATCH_MAX];
 	size_t bytes = 0;
 	unsigned got, pushed = 0;
 
-	unlock_and_wake(r, wake_rd);
+	ppi_unlock(&r->lock);
+	ppi_call_wake(c); /* a reader owed a wake can drain while we copy */
 	got = ppi_page_get_many(pages, k);
 	struct ppi_iter at = *it;
 	for (unsigned i = 0; i < got; i++)
@@ -353,7 +221,7 @@ static ssize_t write_batch(struct ppi_ring *r, int fl, struct ppi_iter *it,
 		uint32_t room = ppi_ring_room(r);
 		for (; pushed < got && pushed < room; pushed++) {
 			size_t n = min_size(PP_PAGE_SIZE, it->left - bytes);
-			ring_push(r, pages[pushed], (uint32_t)n, fl, wake_rd);
+			ring_push(c, pages[pushed], (uint32_t)n, fl);
 			bytes += n;
 		}
 		iter_skip(it, bytes);
@@ -384,11 +252,12 @@ static inline struct ppi_buf *merge_target(struct ppi_ring *r, size_t chars)
 
 ssize_t ppi_ring_write(struct ppi_ring *r, int fl, struct ppi_iter *it)
 {
+	struct ppi_call c;
 	ssize_t ret = 0;
 	int err = 0;
-	bool added = false, waited = false, sigpipe = false, wake_rd = false, wake_wr;
+	bool sigpipe = false;
 
-	ppi_lock(&r->lock);
+	ppi_call_lock(&c, r, false);
 	if (!LOAD(r->handles[PPI_READ])) {
 		sigpipe = true;
 		err = EPIPE;
@@ -402,7 +271,7 @@ ssize_t ppi_ring_write(struct ppi_ring *r, int fl, struct ppi_iter *it)
 		iter_from(it, ppi_page_addr(last->page) + last->offset + last->len, chars);
 		last->len += chars;
 		ret = chars;
-		added = true;
+		c.added = true;
 		if (!it->left)
 			goto out;
 	}
@@ -428,10 +297,10 @@ ssize_t ppi_ring_write(struct ppi_ring *r, int fl, struct ppi_iter *it)
 				}
 				size_t n = min_size(PP_PAGE_SIZE, it->left);
 				iter_from(it, ppi_page_addr(page), n);
-				ring_push(r, page, (uint32_t)n, fl, &wake_rd);
+				ring_push(&c, page, (uint32_t)n, fl);
 				ret += n;
 			} else {
-				ssize_t n = write_batch(r, fl, it, k, &wake_rd, &err, &sigpipe);
+				ssize_t n = write_batch(&c, fl, it, k, &err, &sigpipe);
 				if (n < 0 && err != EAGAIN) {
 					if (ret)
 						err = 0;
@@ -441,7 +310,6 @@ ssize_t ppi_ring_write(struct ppi_ring *r, int fl, struct ppi_iter *it)
 				if (n > 0)
 					ret += n;
 			}
-			added = true;
 			if (!it->left)
 				break;
 			continue;
@@ -451,33 +319,18 @@ ssize_t ppi_ring_write(struct ppi_ring *r, int fl, struct ppi_iter *it)
 				err = EAGAIN;
 			break;
 		}
-		/* Full: tell pollers what we added, then sleep; the reader
-		 * wake due, if any, goes out as ppi_ring_wait drops the lock. */
-		ppi_ring_efd_update(r, added);
-		added = false;
-		err = ppi_ring_wait(r, PPI_WRITE, wake_rd ? PPI_READ : -1, ret > 0);
-		wake_rd = false;
+		/* Full: sleep; pollers and the reader owed a wake hear of what
+		 * we added first. */
+		err = ppi_call_wait(&c, PPI_WRITE, ret > 0);
 		if (err) {
 			if (ret)
 				err = 0;
 			break;
 		}
-		waited = true;
 	}
 out:
-	/* A writer that was woken and left room passes the wake on. */
-	wake_wr = waited && ppi_ring_pass_wake(r, PPI_WRITE);
-	ppi_ring_efd_update(r, added);
-	unlock_and_wake(r, &wake_rd);
-	if (wake_wr)
-		ppi_futex_wake(&r->seq[PPI_WRITE], 1);
-	if (sigpipe && !(fl & PP_NOSIGPIPE))
-		raise(SIGPIPE);
-	if (err) {
-		errno = err;
-		return -1;
-	}
-	return ret;
+	ppi_call_unlock(&c);
+	return ppi_result(ret, err, sigpipe, fl);
 }
 
 /* ---- read ------------------------------------------------------------ */
@@ -519,18 +372,18 @@ ssize_t ppi_ring_read(struct ppi_ring *r, int fl, struct ppi_iter *it)
 	unsigned ntaken = 0;
 	size_t planned = 0; /* bytes this read returns so far */
 	struct ppi_iter at;  /* where bytes copied under the lock go */
-	bool at_ready = false, was_full, waited = false, wake_rd, wake_wr;
+	bool at_ready = false;
+	struct ppi_call c;
 	int err = 0;
 
 	/* A blocking reader that finds the pipe empty spins before it takes
 	 * the lock: taking it just to see nothing would pull the lock's cache
 	 * line away from a writer in the middle of a stream of small writes. */
 	if (!(fl & PP_NONBLOCK)) {
-		if (ppi_ring_ready(r, PPI_READ) || ring_spin(r, PPI_READ) <= GATHER_QUICK)
+		if (ppi_ring_ready(r, PPI_READ) || ppi_ring_spin(r, PPI_READ) <= GATHER_QUICK)
 			ring_gather(r);
 	}
-	ppi_lock(&r->lock);
-	was_full = ppi_ring_full(r);
+	ppi_call_lock(&c, r, true);
 	for (;;) {
 		uint32_t head = LOAD(r->head), tail = LOAD(r->tail);
 		uint32_t mask = r->ring_size - 1;
@@ -568,48 +421,15 @@ ssize_t ppi_ring_read(struct ppi_ring *r, int fl, struct ppi_iter *it)
 			err = EAGAIN;
 			break;
 		}
-		err = ppi_ring_wait(r, PPI_READ, -1, false);
+		err = ppi_call_wait(&c, PPI_READ, false);
 		if (err)
 			break; /* nothing was read */
-		was_full = ppi_ring_full(r);
-		waited = true;
 	}
-	wake_wr = was_full && !ppi_ring_full(r) && ppi_ring_mark_wake(r, PPI_WRITE);
-	/* A reader that was woken and left data passes the wake on. */
-	wake_rd = waited && ppi_ring_pass_wake(r, PPI_READ);
-	ppi_ring_efd_update(r, false);
-	ppi_unlock(&r->lock);
-	if (wake_wr)
-		ppi_futex_wake(&r->seq[PPI_WRITE], 1);
-	if (wake_rd)
-		ppi_futex_wake(&r->seq[PPI_READ], 1);
+	ppi_call_unlock(&c);
 	for (unsigned i = 0; i < ntaken; i++)
 		iter_to(it, ppi_page_addr(taken[i].page) + taken[i].offset, taken[i].len);
 	spans_put(taken, ntaken);
-	if (err) {
-		errno = err;
-		return -1;
-	}
-	return (ssize_t)planned;
-}
-
-/*
- * Under the lock: wait while the pipe is empty and has a writer, for the
- * calls that need data but are not pp_read (peek, splice to a descriptor).
- * 0 when there is data or end of file, EAGAIN if nonblock, EINTR.  Sets
- * *waited when it slept, so the caller passes the wake on.
- */
-int ppi_ring_wait_data(struct ppi_ring *r, bool nonblock, bool *waited)
-{
-	while (LOAD(r->head) == LOAD(r->tail) && LOAD(r->handles[PPI_WRITE])) {
-		if (nonblock)
-			return EAGAIN;
-		int err = ppi_ring_wait(r, PPI_READ, -1, false);
-		if (err)
-			return err;
-		*waited = true;
-	}
-	return 0;
+	return ppi_result((ssize_t)planned, err, false, fl);
 }
 
 /* Under the lock: consume the first n readable bytes (n <= what is there),
@@ -648,22 +468,18 @@ void ppi_ring_drop_bytes(struct ppi_ring *r, size_t n)
  */
 bool ppi_ring_drop_handle(struct ppi_ring *r, int side)
 {
-	int other = 1 - side;
-	bool wake = false;
-	ppi_lock(&r->lock);
+	struct ppi_call c;
+	ppi_call_lock(&c, r, false);
 	uint32_t left = LOAD(r->handles[side]) - 1;
 	atomic_store_explicit(&r->handles[side], left, RELAXED);
 	if (!left) {
-		wake = ppi_ring_mark_wake(r, other);
+		ppi_call_owe(&c, 1 - side, INT_MAX);
 		if (r->efd[side] >= 0) {
 			close(r->efd[side]);
 			r->efd[side] = -1;
 		}
-		ppi_ring_efd_update(r, false);
 	}
-	ppi_unlock(&r->lock);
-	if (wake)
-		ppi_futex_wake(&r->seq[other], INT_MAX);
+	ppi_call_unlock(&c);
 	return atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) == 1;
 }
 
@@ -689,7 +505,8 @@ long ppi_ring_setsize(struct ppi_ring *r, size_t size)
 		errno = EINVAL;
 		return -1;
 	}
-	ppi_lock(&r->lock);
+	struct ppi_call c;
+	ppi_call_lock(&c, r, false);
 	uint32_t head = LOAD(r->head), tail = LOAD(r->tail);
 	int err = 0;
 	if (pages > LOAD(r->max_usage) &&
@@ -714,16 +531,10 @@ long ppi_ring_setsize(struct ppi_ring *r, size_t size)
 		ppi_pool_pipe_pages((long)pages - (long)LOAD(r->max_usage));
 		atomic_store_explicit(&r->max_usage, pages, RELAXED);
 		/* More room may let any number of writers on: wake them all. */
-		if (ppi_ring_mark_wake(r, PPI_WRITE))
-			ppi_futex_wake(&r->seq[PPI_WRITE], INT_MAX);
-		ppi_ring_efd_update(r, false);
+		ppi_call_owe(&c, PPI_WRITE, INT_MAX);
 	}
-	ppi_unlock(&r->lock);
-	if (err) {
-		errno = err;
-		return -1;
-	}
-	return (long)pages * PP_PAGE_SIZE;
+	ppi_call_unlock(&c);
+	return ppi_result((long)pages * PP_PAGE_SIZE, err, false, 0);
 }
 
 long ppi_ring_getsize(struct ppi_ring *r)

@@ -35,6 +35,8 @@ struct xfer {
 	int n;
 	struct ppi_ring *order[FANOUT_MAX + 1]; /* every ring, by address */
 	int nlocked;
+	struct ppi_call cin;              /* what the call does to `in` */
+	struct ppi_call couts[FANOUT_MAX]; /* ... and to each output */
 };
 
 static int by_address(const void *a, const void *b)
@@ -95,8 +97,7 @@ static int xfer_init(struct xfer *x, struct pp_end *in, struct pp_end *const out
  * With every lock held: share or move up to len bytes of in's buffers into
  * each output, at most `room` buffers.  consume: take them out of in.
  */
-static size_t xfer_buffers(struct xfer *x, size_t len, uint32_t room, bool consume,
-                           bool wake_rd[])
+static size_t xfer_buffers(struct xfer *x, size_t len, uint32_t room, bool consume)
 {
 	struct ppi_ring *in = x->in;
 	struct ppi_buf *bufs = ppi_ring_bufs(in);
@@ -125,7 +126,7 @@ static size_t xfer_buffers(struct xfer *x, size_t len, uint32_t room, bool consu
 		struct ppi_buf nb = *b;
 		nb.len = (uint32_t)take;
 		for (int i = 0; i < x->n; i++)
-			ppi_ring_push_buf(x->outs[i], nb, &wake_rd[i]);
+			ppi_call_push(&x->couts[i], nb);
 		if (consume) {
 			if (whole) {
 				b->page = 0;
@@ -152,20 +153,21 @@ static ssize_t xfer_run(struct xfer *x, size_t len, unsigned flags, bool consume
 	for (int i = 0; i < x->n; i++)
 		nonblock |= (LOAD(x->outs[i]->flags[PPI_WRITE]) & PP_NONBLOCK) != 0;
 	struct ppi_ring *in = x->in;
-	bool wake_rd[FANOUT_MAX] = { false };
-	bool waited_wr[FANOUT_MAX] = { false }; /* slept for room in outs[i] */
-	bool wake_wr = false, waited_rd = false, pass_rd = false;
 	int err = 0, sigpipe_out = -1;
 	size_t done = 0;
 
 	if (!len)
 		return 0;
+	ppi_call_start(&x->cin, in, consume);
+	for (int i = 0; i < x->n; i++)
+		ppi_call_start(&x->couts[i], x->outs[i], false);
 	for (;;) {
 		lock_all(x);
-		struct ppi_ring *wait_on = NULL;
+		x->cin.was_full = false; /* noted just before buffers move */
+		struct ppi_call *wait_on = NULL;
 		int wait_side = PPI_READ;
 		if (LOAD(in->head) == LOAD(in->tail) && LOAD(in->handles[PPI_WRITE])) {
-			wait_on = in;
+			wait_on = &x->cin;
 		} else {
 			for (int i = 0; i < x->n && !wait_on && !err; i++) {
 				struct ppi_ring *o = x->outs[i];
@@ -175,7 +177,7 @@ static ssize_t xfer_run(struct xfer *x, size_t len, unsigned flags, bool consume
 					err = EPIPE;
 					sigpipe_out = i;
 				} else {
-					wait_on = o;
+					wait_on = &x->couts[i];
 					wait_side = PPI_WRITE;
 				}
 			}
@@ -183,15 +185,13 @@ static ssize_t xfer_run(struct xfer *x, size_t len, unsigned flags, bool consume
 		if (wait_on && nonblock)
 			err = EAGAIN;
 		if (wait_on && !err) {
-			unlock_all_but(x, wait_on);
-			err = ppi_ring_wait(wait_on, wait_side, -1, false);
-			ppi_unlock(&wait_on->lock);
+			/* Sleep holding no other lock; then start over.  Nothing
+			 * has moved yet, so nothing is owed. */
+			unlock_all_but(x, wait_on->r);
+			err = ppi_call_wait(wait_on, wait_side, false);
+			ppi_unlock(&wait_on->r->lock);
 			if (err)
-				return errno = err, -1;
-			if (wait_on == in)
-				waited_rd = true;
-			for (int i = 0; i < x->n; i++)
-				waited_wr[i] |= wait_on == x->outs[i];
+				return ppi_result(-1, err, false, 0);
 			continue;
 		}
 		if (!err) {
@@ -204,45 +204,24 @@ static ssize_t xfer_run(struct xfer *x, size_t len, unsigned flags, bool consume
 		if (!err && LOAD(in->head) != LOAD(in->tail)) {
 			uint32_t room = UINT32_MAX;
 			for (int i = 0; i < x->n; i++) {
-				struct ppi_ring *o = x->outs[i];
-				uint32_t free_slots = ppi_ring_room(o);
+				uint32_t free_slots = ppi_ring_room(x->outs[i]);
 				if (free_slots < room)
 					room = free_slots;
 			}
-			bool was_full = ppi_ring_full(in);
-			done = xfer_buffers(x, len, room, consume, wake_rd);
-			if (consume)
-				wake_wr = was_full && !ppi_ring_full(in) && ppi_ring_mark_wake(in, PPI_WRITE);
-			for (int i = 0; i < x->n; i++)
-				ppi_ring_efd_update(x->outs[i], done > 0);
-			ppi_ring_efd_update(in, false);
+			x->cin.was_full = ppi_ring_full(in);
+			done = xfer_buffers(x, len, room, consume);
 		}
-		/* Pass on the wakes we were given: data left in `in`, room left
-		 * in an output we slept on. */
-		pass_rd = waited_rd && ppi_ring_pass_wake(in, PPI_READ);
-		for (int i = 0; i < x->n; i++)
-			waited_wr[i] = waited_wr[i] && ppi_ring_pass_wake(x->outs[i], PPI_WRITE);
 		break;
 	}
 	int out_flags = sigpipe_out >= 0 ? LOAD(x->outs[sigpipe_out]->flags[PPI_WRITE]) : 0;
+	ppi_call_settle(&x->cin);
+	for (int i = 0; i < x->n; i++)
+		ppi_call_settle(&x->couts[i]);
 	unlock_all_but(x, NULL);
+	ppi_call_wake(&x->cin);
 	for (int i = 0; i < x->n; i++)
-		if (wake_rd[i])
-			ppi_futex_wake(&x->outs[i]->seq[PPI_READ], 1);
-	if (wake_wr)
-		ppi_futex_wake(&in->seq[PPI_WRITE], 1);
-	if (pass_rd)
-		ppi_futex_wake(&in->seq[PPI_READ], 1);
-	for (int i = 0; i < x->n; i++)
-		if (waited_wr[i])
-			ppi_futex_wake(&x->outs[i]->seq[PPI_WRITE], 1);
-	if (sigpipe_out >= 0 && !(out_flags & PP_NOSIGPIPE))
-		raise(SIGPIPE);
-	if (err) {
-		errno = err;
-		return -1;
-	}
-	return (ssize_t)done;
+		ppi_call_wake(&x->couts[i]);
+	return ppi_result((ssize_t)done, err, sigpipe_out >= 0, out_flags);
 }
 
 static ssize_t xfer(struct pp_end *in, struct pp_end *const outs[], int n, size_t len,
@@ -299,11 +278,10 @@ PPI_API ssize_t pp_peek(struct pp_end *in, struct iovec *iov, int max)
 	}
 	int fl = LOAD(r->flags[PPI_READ]);
 	int n = 0, err = 0;
-	bool waited = false;
-	ppi_lock(&r->lock);
+	struct ppi_call c;
+	ppi_call_lock(&c, r, false);
 	if (max)
-		err = ppi_ring_wait_data(r, fl & PP_NONBLOCK, &waited);
-	bool pass = waited && ppi_ring_pass_wake(r, PPI_READ);
+		err = ppi_call_wait_data(&c, fl & PP_NONBLOCK);
 	if (!err) {
 		struct ppi_buf *bufs = ppi_ring_bufs(r);
 		for (uint32_t i = LOAD(r->tail); i != LOAD(r->head) && n < max; i++, n++) {
@@ -312,14 +290,8 @@ PPI_API ssize_t pp_peek(struct pp_end *in, struct iovec *iov, int max)
 			iov[n].iov_len = b->len;
 		}
 	}
-	ppi_unlock(&r->lock);
-	if (pass)
-		ppi_futex_wake(&r->seq[PPI_READ], 1);
-	if (err) {
-		errno = err;
-		return -1;
-	}
-	return n;
+	ppi_call_unlock(&c);
+	return ppi_result(n, err, false, fl);
 }
 
 PPI_API ssize_t pp_consume(struct pp_end *in, size_t n)
@@ -327,7 +299,8 @@ PPI_API ssize_t pp_consume(struct pp_end *in, size_t n)
 	struct ppi_ring *r = ppi_end_ring_side(in, PPI_READ);
 	if (!r)
 		return -1;
-	ppi_lock(&r->lock);
+	struct ppi_call c;
+	ppi_call_lock(&c, r, true);
 	struct ppi_buf *bufs = ppi_ring_bufs(r);
 	uint32_t mask = r->ring_size - 1;
 	size_t avail = 0;
@@ -335,17 +308,8 @@ PPI_API ssize_t pp_consume(struct pp_end *in, size_t n)
 	 * 100k pages) must not be walked whole, under the lock, per call. */
 	for (uint32_t i = LOAD(r->tail); i != LOAD(r->head) && avail < n; i++)
 		avail += bufs[i & mask].len;
-	if (n > avail) {
-		ppi_unlock(&r->lock);
-		errno = EINVAL;
-		return -1;
-	}
-	bool was_full = ppi_ring_full(r);
-	ppi_ring_drop_bytes(r, n);
-	bool wake_wr = was_full && !ppi_ring_full(r) && ppi_ring_mark_wake(r, PPI_WRITE);
-	ppi_ring_efd_update(r, false);
-	ppi_unlock(&r->lock);
-	if (wake_wr)
-		ppi_futex_wake(&r->seq[PPI_WRITE], 1);
-	return (ssize_t)n;
+	if (n <= avail)
+		ppi_ring_drop_bytes(r, n);
+	ppi_call_unlock(&c);
+	return ppi_result((ssize_t)n, n > avail ? EINVAL : 0, false, 0);
 }

@@ -28,7 +28,6 @@
  * call, if someone writes to the file meanwhile.  Other files are read into
  * pool pages.
  */
-#include <signal.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -152,16 +151,14 @@ PPI_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t
 		return -1;
 
 	int fl = LOAD(r->flags[PPI_WRITE]);
-	uint32_t k;
-	bool waited = false;
-	ppi_lock(&r->lock);
-	for (;;) {
+	uint32_t k = 0;
+	int err = 0;
+	struct ppi_call c;
+	ppi_call_lock(&c, r, false);
+	while (!err) {
 		if (!LOAD(r->handles[PPI_READ])) {
-			ppi_unlock(&r->lock);
-			if (!(fl & PP_NOSIGPIPE))
-				raise(SIGPIPE);
-			errno = EPIPE;
-			return -1;
+			err = EPIPE;
+			break;
 		}
 		uint32_t room = ppi_ring_room(r);
 		if (room)  {
@@ -171,21 +168,14 @@ PPI_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t
 				k = SEGS_MAX;
 			break;
 		}
-		if (nonblock) {
-			ppi_unlock(&r->lock);
-			errno = EAGAIN;
-			return -1;
-		}
-		int err = ppi_ring_wait(r, PPI_WRITE, -1, false);
-		if (err) {
-			ppi_unlock(&r->lock);
-			errno = err;
-			return -1;
-		}
-		waited = true;
+		err = nonblock ? EAGAIN : ppi_call_wait(&c, PPI_WRITE, false);
+	}
+	if (err) {
+		ppi_call_unlock(&c);
+		return ppi_result(-1, err, err == EPIPE, fl);
 	}
 	atomic_store_explicit(&r->reserved, LOAD(r->reserved) + k, RELAXED);
-	ppi_unlock(&r->lock);
+	ppi_unlock(&r->lock); /* the call goes on below: what it owes is kept */
 
 	uint32_t pages[SEGS_MAX];
 	struct iovec iov[SEGS_MAX];
@@ -193,7 +183,7 @@ PPI_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t
 	unsigned got = 0;
 	uint32_t kind = PPI_KIND_ANON;
 	ssize_t n = -1;
-	int err = ENOMEM;
+	err = ENOMEM;
 	off_t pos = off ? *off : -1;
 	if (file_pages_mappable(fd, &st) && (off || (pos = lseek(fd, 0, SEEK_CUR)) >= 0) &&
 	    (n = map_file(fd, pos, len, k, &st, pages, &run)) >= 0) {
@@ -214,7 +204,6 @@ PPI_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t
 		err = errno;
 	}
 
-	bool wake_rd = false;
 	unsigned pushed = 0;
 	ppi_lock(&r->lock);
 	atomic_store_explicit(&r->reserved, LOAD(r->reserved) - k, RELAXED);
@@ -222,35 +211,29 @@ PPI_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t
 		uint32_t at = pushed ? 0 : run.lead;
 		size_t part = (size_t)n - done < PP_PAGE_SIZE - at ? (size_t)n - done
 		                                                   : PP_PAGE_SIZE - at;
-		ppi_ring_push_buf(r, (struct ppi_buf){
+		ppi_call_push(&c, (struct ppi_buf){
 			.page = pages[pushed],
 			.offset = at,
 			.len = (uint32_t)part,
 			/* Like Linux's spliced-in buffers: neither merged into
 			 * nor packets, whatever the pipe's mode. */
 			.flags = kind << PPI_BUF_KIND_SHIFT,
-		}, &wake_rd);
+		});
 		done += part;
 	}
-	/* Slots we reserved and did not fill are room again for writers;
-	 * and a woken writer that leaves room passes the wake on. */
-	bool wake_wr = (pushed < k || waited) && ppi_ring_pass_wake(r, PPI_WRITE);
-	ppi_ring_efd_update(r, pushed > 0);
-	ppi_unlock(&r->lock);
-	if (wake_rd)
-		ppi_futex_wake(&r->seq[PPI_READ], 1);
-	if (wake_wr)
-		ppi_futex_wake(&r->seq[PPI_WRITE], INT_MAX);
+	/* Slots we reserved and did not fill are room again for any number
+	 * of writers; and a woken writer that leaves room passes the wake on
+	 * (to all of them, as the same wake serves both). */
+	if (pushed < k || c.waited[PPI_WRITE])
+		ppi_call_pass(&c, PPI_WRITE, INT_MAX);
+	c.waited[PPI_WRITE] = false;
+	ppi_call_unlock(&c);
 	ppi_buf_kinds[kind]->put(pages + pushed, got - pushed);
 	if (run.loan)
 		ppi_loan_put(run.loan); /* ours; the buffers hold theirs */
-	if (n < 0) {
-		errno = err;
-		return -1;
-	}
-	if (off)
+	if (n >= 0 && off)
 		*off += n;
-	return n;
+	return ppi_result(n, n < 0 ? err : 0, false, 0);
 }
 
 PPI_API ssize_t pp_splice_to_fd(struct pp_end *in, int fd, off_t *off, size_t len, unsigned flags)
@@ -262,12 +245,10 @@ PPI_API ssize_t pp_splice_to_fd(struct pp_end *in, int fd, off_t *off, size_t le
 	if (!r)
 		return -1;
 
-	int err = 0;
 	ssize_t n = 0;
-	bool waited = false;
-	ppi_lock(&r->lock);
-	err = ppi_ring_wait_data(r, nonblock, &waited);
-	bool was_full = ppi_ring_full(r), wake_wr = false;
+	struct ppi_call c;
+	ppi_call_lock(&c, r, true);
+	int err = ppi_call_wait_data(&c, nonblock);
 	if (!err && LOAD(r->head) != LOAD(r->tail)) {
 		struct iovec iov[SEGS_MAX];
 		struct ppi_buf *bufs = ppi_ring_bufs(r);
@@ -283,25 +264,13 @@ PPI_API ssize_t pp_splice_to_fd(struct pp_end *in, int fd, off_t *off, size_t le
 			planned += take; /* packets too: splice is not read(2) */
 		}
 		n = off ? pwritev(fd, iov, cnt, *off) : writev(fd, iov, cnt);
-		if (n < 0) {
+		if (n < 0)
 			err = errno;
-		} else {
+		else
 			ppi_ring_drop_bytes(r, (size_t)n); /* exactly what the descriptor took */
-			wake_wr = was_full && !ppi_ring_full(r) && ppi_ring_mark_wake(r, PPI_WRITE);
-			ppi_ring_efd_update(r, false);
-		}
 	}
-	bool pass = waited && ppi_ring_pass_wake(r, PPI_READ);
-	ppi_unlock(&r->lock);
-	if (wake_wr)
-		ppi_futex_wake(&r->seq[PPI_WRITE], 1);
-	if (pass)
-		ppi_futex_wake(&r->seq[PPI_READ], 1);
-	if (err) {
-		errno = err;
-		return -1;
-	}
-	if (off)
+	ppi_call_unlock(&c);
+	if (!err && off)
 		*off += n;
-	return n;
+	return ppi_result(n, err, false, 0);
 }

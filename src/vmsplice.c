@@ -12,7 +12,6 @@
  * write can change the caller's bytes; the caller must not change them
  * until the callback.
  */
-#include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
@@ -28,8 +27,7 @@ PPI_API ssize_t pp_vmsplice(struct pp_end *out, const struct iovec *iov, unsigne
 	struct ppi_ring *r = ppi_end_ring_side(out, PPI_WRITE);
 	if (!r)
 		return -1;
-	if (n > IOV_MAX ||
-	    (flags & ~(PP_SPLICE_NONBLOCK | PP_SPLICE_MORE | PP_SPLICE_MOVE | PP_SPLICE_GIFT))) {
+	if (n > IOV_MAX || (flags & ~PPI_SPLICE_FLAGS)) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -43,10 +41,11 @@ PPI_API ssize_t pp_vmsplice(struct pp_end *out, const struct iovec *iov, unsigne
 	unsigned long seg = 0;
 	size_t seg_off = 0;      /* bytes of iov[seg] already placed */
 	struct ppi_loan *g = NULL; /* the current segment's, once it has one */
-	bool wake_rd = false, sigpipe = false, waited = false;
+	bool sigpipe = false;
 	int err = 0;
+	struct ppi_call c;
 
-	ppi_lock(&r->lock);
+	ppi_call_lock(&c, r, false);
 	while (seg < n) {
 		const struct iovec *v = &iov[seg];
 		if (seg_off == v->iov_len) { /* segment done (or empty) */
@@ -76,11 +75,9 @@ PPI_API ssize_t pp_vmsplice(struct pp_end *out, const struct iovec *iov, unsigne
 				err = EAGAIN;
 				break;
 			}
-			err = ppi_ring_wait(r, PPI_WRITE, wake_rd ? PPI_READ : -1, placed > 0);
-			wake_rd = false;
+			err = ppi_call_wait(&c, PPI_WRITE, false);
 			if (err)
 				break;
-			waited = true;
 			continue;
 		}
 		if (!g && !(g = ppi_loan_new(release, arg, *v))) {
@@ -102,13 +99,13 @@ PPI_API ssize_t pp_vmsplice(struct pp_end *out, const struct iovec *iov, unsigne
 		                                 (unsigned)want, pages);
 		for (unsigned i = 0; i < made; i++) {
 			size_t chunk = left < PP_PAGE_SIZE ? left : PP_PAGE_SIZE;
-			ppi_ring_push_buf(r, (struct ppi_buf){
+			ppi_call_push(&c, (struct ppi_buf){
 				.page = pages[i],
 				.offset = 0,
 				.len = (uint32_t)chunk,
 				/* Not packets even in packet mode, as in Linux. */
 				.flags = PPI_KIND_USER << PPI_BUF_KIND_SHIFT,
-			}, &wake_rd);
+			});
 			left -= chunk;
 			seg_off += chunk;
 			placed += chunk;
@@ -120,20 +117,8 @@ PPI_API ssize_t pp_vmsplice(struct pp_end *out, const struct iovec *iov, unsigne
 	}
 	if (g)
 		ppi_loan_done(g, seg_off); /* the segment we stopped in */
-	ppi_ring_efd_update(r, placed > 0);
-	bool pass = waited && ppi_ring_pass_wake(r, PPI_WRITE);
-	ppi_unlock(&r->lock);
-	if (wake_rd)
-		ppi_futex_wake(&r->seq[PPI_READ], 1);
-	if (pass)
-		ppi_futex_wake(&r->seq[PPI_WRITE], 1);
-	if (sigpipe && !(fl & PP_NOSIGPIPE))
-		raise(SIGPIPE);
-	if (placed)
-		return (ssize_t)placed;
-	if (err) {
-		errno = err;
-		return -1;
-	}
-	return 0;
+	ppi_call_unlock(&c);
+	/* What went in is returned even when the call then failed (as
+	 * vmsplice(2) does); SIGPIPE is raised all the same. */
+	return ppi_result((ssize_t)placed, placed ? 0 : err, sigpipe, fl);
 }

@@ -1,0 +1,205 @@
+/*
+ * wait.c - waiting and waking: how a call waits for its side of a ring,
+ * and what it owes the other threads when it has changed the ring.
+ *
+ * Readers sleep only while the pipe is empty and a writer exists; writers
+ * only while every slot is used and a reader exists.  Each side has a futex
+ * word (seq) and a count of sleepers, both under the ring lock:
+ *
+ *   waiter, lock held, condition false      waker, lock held, condition made true
+ *     drop lock; spin on lock-free hints       if sleepers[side]: seq[side]++
+ *     retake lock; recheck                     drop lock
+ *     s = seq[side]; sleepers[side]++           futex_wake(&seq[side])
+ *     drop lock; futex_wait(&seq[side], s)
+ *     retake lock; sleepers[side]--
+ *
+ * No wakeup is lost (the waiter reads seq and counts itself under the lock
+ * the waker bumps it under), and a waker that finds no sleeper makes no
+ * system call.  Who wakes whom is Linux's rule set with exclusive wakeups,
+ * applied in one place, ppi_call_settle (and ppi_call_push for the one
+ * wake a push owes); docs/design.md section 4 gives the reasons.
+ *
+ * Every call that locks a ring carries a struct ppi_call for it, collects
+ * there under the lock what it owes, and pays after dropping the lock
+ * (ppi_call_unlock); ppi_result then raises SIGPIPE and sets errno.  The
+ * descriptors of pp_fd() are kept in step here too: waking a poller is
+ * waking.
+ */
+#include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "ring.h"
+
+/* ---- what a call owes -------------------------------------------------- */
+
+/* Under the lock: if what side's sleepers wait for holds now (data, or
+ * room), owe n of them a wake.  True if it holds. */
+bool ppi_call_pass(struct ppi_call *c, int side, int n)
+{
+	struct ppi_ring *r = c->r;
+	bool holds = side == PPI_READ ? LOAD(r->head) != LOAD(r->tail) : !ppi_ring_full(r);
+	if (holds)
+		ppi_call_owe(c, side, n);
+	return holds;
+}
+
+/*
+ * The wake rules, applied by ppi_call_settle under the lock once a call
+ * has done its work:
+ *   - a consumer that freed a slot of a full ring wakes one writer (inline
+ *     in ppi_call_settle);
+ *   - a thread that slept on a side and leaves its condition still true
+ *     (data left, room left) passes the wake on to the next sleeper:
+ *     sleepers are woken one at a time, as Linux's exclusive waits are, and
+ *     this chain replaces a wake-all without losing anyone (here);
+ *   - a push into an empty ring wakes one reader (ppi_call_push);
+ *   - closing a side and growing the ring wake everyone: their callers owe
+ *     INT_MAX.
+ */
+void ppi_call_settle_waited(struct ppi_call *c)
+{
+	for (int side = 0; side < 2; side++)
+		if (c->waited[side])
+			ppi_call_pass(c, side, 1);
+}
+
+void ppi_call_wake_slow(struct ppi_call *c)
+{
+	for (int side = 0; side < 2; side++) {
+		if (c->wake[side])
+			ppi_futex_wake(&c->r->seq[side], c->wake[side]);
+		c->wake[side] = 0;
+	}
+}
+
+ssize_t ppi_result_fail(int err, bool sigpipe, int fl)
+{
+	if (sigpipe && !(fl & PP_NOSIGPIPE))
+		raise(SIGPIPE); /* in the calling thread, after the lock is dropped */
+	if (!err)
+		return 0;
+	errno = err;
+	return -1;
+}
+
+/* ---- waiting ----------------------------------------------------------- */
+
+/* Spin, without the lock and reading only, until side's condition looks
+ * true or the spin budget is spent.  The pauses between looks grow, so as
+ * not to keep stealing the cache line from the thread making progress.
+ * Returns the pauses spent, or UINT_MAX when it gave up. */
+unsigned ppi_ring_spin(struct ppi_ring *r, int side)
+{
+	/* The budget adapts per ring and side, as an adaptive mutex does: a
+	 * spin that ends in data or room doubles it (up to ppi_spin_limit), one
+	 * that gives up cuts it to an eighth (down to a sixty-fourth), so that
+	 * under contention, where spins fail often, the budget stays small.
+	 * When the CPUs are oversubscribed the thread we wait for is often not
+	 * running, and a full-length spin only keeps it off the CPU: measured,
+	 * streaming fell tenfold under load with a fixed 50 us spin.  And once
+	 * the pauses are at their longest, each look also yields: the
+	 * scheduler likes to put a waker and its wakee on one CPU, and then the
+	 * thread we wait for can only run if we let it (measured: 1 MiB writes
+	 * ran at 15 or at 4 GB/s from run to run without the yield, 15 every
+	 * time with). */
+	unsigned budget = LOAD(r->spin_budget[side]);
+	unsigned spun = 0;
+	bool ready = false;
+	for (unsigned step = 1; spun < budget; spun += step) {
+		for (unsigned i = 0; i < step; i++)
+			ppi_cpu_relax();
+		if ((ready = ppi_ring_ready(r, side)))
+			break;
+		if (step < 64)
+			step <<= 1;
+		else
+			sched_yield(); /* the thread we wait for may share our CPU */
+	}
+	unsigned next = ready ? budget * 2 : budget / 8;
+	if (next > ppi_spin_limit)
+		next = ppi_spin_limit;
+	if (next < ppi_spin_limit / 64)
+		next = ppi_spin_limit / 64;
+	if (next != budget)
+		atomic_store_explicit(&r->spin_budget[side], next, RELAXED);
+	return ready ? spun : UINT_MAX;
+}
+
+/*
+ * Wait, with the lock held, until side's condition may hold; returns with
+ * the lock held, 0 or EINTR.  What the call owes so far goes out first (a
+ * writer that filled the pipe must let readers at it before it sleeps).
+ * moved: the caller has already moved bytes, so any handled signal must end
+ * the wait (see ppi_futex_wait_intr).  On success the call is marked as
+ * having slept on side, so that it passes the wake on when it settles, and
+ * a consumer notes the ring's fullness afresh.
+ */
+int ppi_call_wait(struct ppi_call *c, int side, bool moved)
+{
+	struct ppi_ring *r = c->r;
+	ppi_ring_efd_update(r, c->added);
+	c->added = false;
+	ppi_unlock(&r->lock);
+	ppi_call_wake(c);
+	ppi_ring_spin(r, side);
+	ppi_lock(&r->lock);
+	int err = 0;
+	if (!ppi_ring_ready(r, side)) {
+		uint32_t seq = LOAD(r->seq[side]);
+		r->sleepers[side]++;
+		ppi_unlock(&r->lock);
+		err = moved ? ppi_futex_wait_intr(&r->seq[side], seq)
+		            : ppi_futex_wait(&r->seq[side], seq);
+		ppi_lock(&r->lock);
+		r->sleepers[side]--;
+		if (err)
+			return err;
+	}
+	c->waited[side] = true;
+	if (c->consumer)
+		c->was_full = ppi_ring_full(r);
+	return 0;
+}
+
+/*
+ * Under the lock: wait while the pipe is empty and has a writer, for the
+ * calls that need data but are not pp_read (peek, splice to a descriptor).
+ * 0 when there is data or end of file, EAGAIN if nonblock, EINTR.
+ */
+int ppi_call_wait_data(struct ppi_call *c, bool nonblock)
+{
+	struct ppi_ring *r = c->r;
+	while (LOAD(r->head) == LOAD(r->tail) && LOAD(r->handles[PPI_WRITE])) {
+		if (nonblock)
+			return EAGAIN;
+		int err = ppi_call_wait(c, PPI_READ, false);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+/* ---- pp_fd's descriptors ----------------------------------------------- */
+
+/* Tell pp_fd() users, under the lock, what changed.  The eventfd of a side
+ * has a non-zero counter exactly while that side is ready; every write that
+ * adds data signals the read side again so edge-triggered epoll sees it. */
+void ppi_ring_efd_update_slow(struct ppi_ring *r, bool data_added)
+{
+	for (int side = 0; side < 2; side++) {
+		int fd = r->efd[side];
+		if (fd < 0)
+			continue;
+		bool ready = ppi_ring_ready(r, side);
+		if (ready && (!r->efd_ready[side] || (side == PPI_READ && data_added))) {
+			uint64_t one = 1;
+			if (write(fd, &one, sizeof one) == sizeof one)
+				r->efd_ready[side] = true;
+		} else if (!ready && r->efd_ready[side]) {
+			uint64_t v;
+			if (read(fd, &v, sizeof v) == sizeof v)
+				r->efd_ready[side] = false;
+		}
+	}
+}
