@@ -19,6 +19,13 @@
  * threads close independently.  A closed handle is detected (EBADF) while
  * its memory has not been reused; beyond that, use after close is undefined.
  *
+ * Signal handlers.  pp_nread, pp_events, pp_getfl, pp_setfl, pp_getsize,
+ * pp_getmaxsize, pp_setmaxsize and pp_version are async-signal-safe: they
+ * take no lock.  Every other call takes the pipe's lock (or the page
+ * pool's) in user space, so unlike read(2) and write(2) they are NOT
+ * async-signal-safe: a handler that calls one on a pipe (or, for the pool
+ * calls, any pipe) that the interrupted code may be using can deadlock.
+ *
  * Link with -lpagepipe -pthread (or pkg-config --libs pagepipe).
  */
 #ifndef PAGEPIPE_H
@@ -79,7 +86,9 @@ int pp_close(struct pp_end *end);
  * part of it that did not fit.  Counts above 0x7ffff000 are clamped as
  * read(2) does.
  * Errors: EBADF (not a read end), EAGAIN (empty, non-blocking), EINTR (a
- * signal handler ran before anything was read), EFAULT (buf NULL).
+ * signal handler ran before anything was read), EFAULT (buf NULL, or a
+ * count above SSIZE_MAX or running past the end of the address space, as
+ * read(2) fails it).
  */
 ssize_t pp_read(struct pp_end *end, void *buf, size_t count);
 
@@ -90,9 +99,11 @@ ssize_t pp_read(struct pp_end *end, void *buf, size_t count);
  * of at most PP_PIPE_BUF bytes goes in whole or fails with EAGAIN; a longer
  * one writes what fits.  Writes of at most PP_PIPE_BUF bytes are atomic.
  * A zero-length write returns 0.
+ * Counts above 0x7ffff000 are clamped as write(2) does.
  * Errors: EBADF (not a write end), EPIPE (no reader left; SIGPIPE is raised
  * in the calling thread first unless PP_NOSIGPIPE), EAGAIN, EINTR, ENOMEM
- * (no page and nothing written), EFAULT (buf NULL).
+ * (no page and nothing written), EFAULT (buf NULL, or a count above
+ * SSIZE_MAX or running past the end of the address space).
  */
 ssize_t pp_write(struct pp_end *end, const void *buf, size_t count);
 
@@ -105,7 +116,8 @@ ssize_t pp_write(struct pp_end *end, const void *buf, size_t count);
 ssize_t pp_readv(struct pp_end *end, const struct iovec *iov, int iovcnt);
 ssize_t pp_writev(struct pp_end *end, const struct iovec *iov, int iovcnt);
 
-/* Bytes ready to read (FIONREAD), on either end; -1 with EBADF. */
+/* Bytes ready to read (FIONREAD), on either end; -1 with EBADF.
+ * Async-signal-safe. */
 int pp_nread(struct pp_end *end);
 
 /* Capacity in bytes (F_GETPIPE_SZ), on either end; -1 with EBADF. */

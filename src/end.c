@@ -6,10 +6,11 @@
  * side of a ring is one "open file": its handles share its status flags
  * (ring->flags[side]) and it stays open while ring->handles[side] > 0.
  *
- * Closed handles are not freed at once but kept in a FIFO quarantine of
- * QUARANTINE entries before their memory is reused, with their magic
- * cleared; so a call on a recently closed handle reads valid memory and
- * fails with EBADF instead of touching a freed ring.
+ * Closed handles are not freed at once but kept, with their magic cleared,
+ * in a FIFO quarantine of the last QUARANTINE closed; so a call on a
+ * recently closed handle reads valid memory and fails with EBADF instead of
+ * touching a freed ring.  The oldest beyond that is freed, so a burst of
+ * pipes made and closed gives its memory back.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -24,15 +25,8 @@ static unsigned dead_count;
 
 static struct pp_end *end_new(struct ppi_ring *r, int side)
 {
-	struct pp_end *e = NULL;
-	ppi_lock(&dead_lock);
-	if (dead_count > QUARANTINE) {
-		e = dead_head;
-		dead_head = e->next_dead;
-		dead_count--;
-	}
-	ppi_unlock(&dead_lock);
-	if (!e && !(e = malloc(sizeof *e))) {
+	struct pp_end *e = malloc(sizeof *e);
+	if (!e) {
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -43,8 +37,10 @@ static struct pp_end *end_new(struct ppi_ring *r, int side)
 	return e;
 }
 
+/* Queue a closed handle; free the oldest once more than QUARANTINE wait. */
 static void end_retire(struct pp_end *e)
 {
+	struct pp_end *old = NULL;
 	e->next_dead = NULL;
 	ppi_lock(&dead_lock);
 	if (dead_tail)
@@ -52,8 +48,13 @@ static void end_retire(struct pp_end *e)
 	else
 		dead_head = e;
 	dead_tail = e;
-	dead_count++;
+	if (++dead_count > QUARANTINE) {
+		old = dead_head;
+		dead_head = old->next_dead;
+		dead_count--;
+	}
 	ppi_unlock(&dead_lock);
+	free(old);
 }
 
 PPI_API int pp_pipe(struct pp_end *ends[2], int flags)
@@ -140,16 +141,29 @@ static ssize_t iov_total(const struct iovec *iov, int iovcnt)
 	return (ssize_t)total;
 }
 
-static inline ssize_t do_io(struct pp_end *end, int side, const struct iovec *iov, int iovcnt)
+/* Read or write through end.  one: iov is the one buffer of pp_read or
+ * pp_write (iovcnt 1), checked as read(2) checks its buffer. */
+static inline ssize_t do_io(struct pp_end *end, int side, const struct iovec *iov, int iovcnt,
+                            bool one)
 {
 	struct ppi_ring *r = ppi_end_ring_side(end, side);
 	if (!r)
 		return -1;
 	ssize_t total;
-	if (iovcnt == 1 && iov && iov->iov_base && iov->iov_len <= (size_t)SSIZE_MAX)
-		total = (ssize_t)iov->iov_len; /* pp_read/pp_write: nothing to add up */
-	else
+	if (one) {
+		/* pp_read/pp_write, checked as read(2)/write(2) check theirs:
+		 * a count no buffer can have (above SSIZE_MAX, or running past
+		 * the end of the address space) is EFAULT, like a NULL buffer. */
+		uintptr_t base = (uintptr_t)iov->iov_base;
+		if (iov->iov_len && (!base || iov->iov_len > (size_t)SSIZE_MAX ||
+		                     base + iov->iov_len < base)) {
+			errno = EFAULT;
+			return -1;
+		}
+		total = (ssize_t)iov->iov_len;
+	} else {
 		total = iov_total(iov, iovcnt);
+	}
 	if (total <= 0)
 		return total;
 	struct ppi_iter it = {
@@ -164,23 +178,23 @@ static inline ssize_t do_io(struct pp_end *end, int side, const struct iovec *io
 PPI_API ssize_t pp_read(struct pp_end *end, void *buf, size_t count)
 {
 	struct iovec v = { .iov_base = buf, .iov_len = count };
-	return do_io(end, PPI_READ, &v, 1);
+	return do_io(end, PPI_READ, &v, 1, true);
 }
 
 PPI_API ssize_t pp_write(struct pp_end *end, const void *buf, size_t count)
 {
 	struct iovec v = { .iov_base = (void *)buf, .iov_len = count };
-	return do_io(end, PPI_WRITE, &v, 1);
+	return do_io(end, PPI_WRITE, &v, 1, true);
 }
 
 PPI_API ssize_t pp_readv(struct pp_end *end, const struct iovec *iov, int iovcnt)
 {
-	return do_io(end, PPI_READ, iov, iovcnt);
+	return do_io(end, PPI_READ, iov, iovcnt, false);
 }
 
 PPI_API ssize_t pp_writev(struct pp_end *end, const struct iovec *iov, int iovcnt)
 {
-	return do_io(end, PPI_WRITE, iov, iovcnt);
+	return do_io(end, PPI_WRITE, iov, iovcnt, false);
 }
 
 PPI_API int pp_nread(struct pp_end *end)

@@ -270,6 +270,7 @@ ssize_t ppi_ring_write(struct ppi_ring *r, int fl, struct ppi_iter *it)
 	if (last) {
 		iter_from(it, ppi_page_addr(last->page) + last->offset + last->len, chars);
 		last->len += chars;
+		ppi_ring_count(r, (int64_t)chars);
 		ret = chars;
 		c.added = true;
 		if (!it->left)
@@ -388,8 +389,10 @@ ssize_t ppi_ring_read(struct ppi_ring *r, int fl, struct ppi_iter *it)
 		uint32_t head = LOAD(r->head), tail = LOAD(r->tail);
 		uint32_t mask = r->ring_size - 1;
 		bool stop = false;
+		uint32_t gone = 0; /* bytes leaving the ring, read or discarded */
 		while (tail != head && !stop) {
 			struct ppi_buf *b = &ppi_ring_bufs(r)[tail & mask];
+			uint32_t len_before = b->len;
 			size_t want = it->left - planned;
 			size_t chars = min_size(b->len, want);
 			bool packet = b->flags & PPI_BUF_PACKET;
@@ -412,9 +415,11 @@ ssize_t ppi_ring_read(struct ppi_ring *r, int fl, struct ppi_iter *it)
 					ppi_buf_ops_of(b->flags)->put(&b->page, 1);
 			}
 			planned += chars;
+			gone += len_before - b->len;
 			if (!b->len)
 				atomic_store_explicit(&r->tail, ++tail, memory_order_release);
 		}
+		ppi_ring_count(r, -(int64_t)gone);
 		if (stop || planned || !LOAD(r->handles[PPI_WRITE]))
 			break;
 		if (fl & PP_NONBLOCK) {
@@ -444,6 +449,7 @@ void ppi_ring_drop_bytes(struct ppi_ring *r, size_t n)
 		uint32_t take = b->len < n ? b->len : (uint32_t)n;
 		b->offset += take;
 		b->len -= take;
+		ppi_ring_count(r, -(int64_t)take);
 		n -= take;
 		if (!b->len) {
 			ppi_buf_ops_of(b->flags)->put(&b->page, 1);
@@ -542,14 +548,20 @@ long ppi_ring_getsize(struct ppi_ring *r)
 	return (long)LOAD(r->max_usage) * PP_PAGE_SIZE;
 }
 
-int ppi_ring_nread(struct ppi_ring *r)
+uint32_t ppi_ring_sum(struct ppi_ring *r)
 {
-	size_t n = 0;
-	ppi_lock(&r->lock);
+	uint32_t n = 0;
 	struct ppi_buf *bufs = ppi_ring_bufs(r);
 	for (uint32_t i = LOAD(r->tail); i != LOAD(r->head); i++)
 		n += bufs[i & (r->ring_size - 1)].len;
-	ppi_unlock(&r->lock);
+	return n;
+}
+
+int ppi_ring_nread(struct ppi_ring *r)
+{
+	/* No lock: the count is kept under it, and a lock-free read makes
+	 * pp_nread async-signal-safe. */
+	uint32_t n = LOAD(r->bytes);
 	return n > INT_MAX ? INT_MAX : (int)n;
 }
 

@@ -59,6 +59,11 @@ struct ppi_ring {
 	 * sharing one line, each look cost the writer of a stream of small
 	 * writes a cache miss on its next lock. */
 	_Alignas(PPI_CACHE_LINE) struct ppi_lock lock;
+	/* Bytes in the ring, for pp_nread: changed under the lock, read
+	 * without it (so pp_nread is async-signal-safe).  On the lock's line,
+	 * which every writer dirties anyway, not on head's, which a waiting
+	 * reader watches. */
+	_Atomic uint32_t bytes;
 	_Alignas(PPI_CACHE_LINE) _Atomic uint32_t head; /* next slot a writer fills */
 	_Atomic uint32_t tail;      /* oldest slot holding data */
 	_Atomic uint32_t max_usage; /* capacity in slots (pages) */
@@ -150,6 +155,16 @@ static inline void ppi_ring_efd_update(struct ppi_ring *r, bool data_added)
 unsigned ppi_ring_spin(struct ppi_ring *r, int side);
 void ppi_ring_drop_bytes(struct ppi_ring *r, size_t n);
 
+/* Under the lock: the bytes the slots hold, counted the long way (for the
+ * invariant checks of the sanitizer builds). */
+uint32_t ppi_ring_sum(struct ppi_ring *r);
+
+/* Under the lock: n more bytes (or, negative, fewer) in the ring. */
+static inline void ppi_ring_count(struct ppi_ring *r, int64_t n)
+{
+	atomic_store_explicit(&r->bytes, (uint32_t)(LOAD(r->bytes) + n), RELAXED);
+}
+
 /* ---- a call on a ring: waiting, and what it owes others (wait.c) ---- */
 
 /*
@@ -218,6 +233,7 @@ static inline void ppi_call_push(struct ppi_call *c, struct ppi_buf buf)
 	if (head == LOAD(r->tail))
 		ppi_call_owe(c, PPI_READ, 1);
 	ppi_ring_bufs(r)[head & (r->ring_size - 1)] = buf;
+	ppi_ring_count(r, buf.len);
 	atomic_store_explicit(&r->head, head + 1, memory_order_release);
 	c->added = true;
 }
@@ -231,6 +247,7 @@ static inline void ppi_call_settle(struct ppi_call *c)
 		ppi_call_owe(c, PPI_WRITE, 1);
 	if (unlikely(c->waited[PPI_READ] || c->waited[PPI_WRITE]))
 		ppi_call_settle_waited(c);
+	PPI_INVARIANT(ppi_ring_sum(c->r) == LOAD(c->r->bytes));
 	ppi_ring_efd_update(c->r, c->added);
 	c->added = false;
 }

@@ -128,6 +128,7 @@ static size_t xfer_buffers(struct xfer *x, size_t len, uint32_t room, bool consu
 		for (int i = 0; i < x->n; i++)
 			ppi_call_push(&x->couts[i], nb);
 		if (consume) {
+			ppi_ring_count(in, -(int64_t)take);
 			if (whole) {
 				b->page = 0;
 				b->len = 0;

@@ -1,0 +1,101 @@
+/*
+ * signal_safe_calls.c - the calls the header lists as async-signal-safe
+ * (pp_nread, pp_events, pp_getfl, pp_setfl, pp_getsize) work from a signal
+ * handler that interrupted a call on the same pipe, as ioctl(FIONREAD),
+ * poll and fcntl do on a kernel pipe.
+ *
+ * The main thread writes and reads one pipe in a loop, taking its lock on
+ * every call, while another thread sends it a signal every few
+ * microseconds; the handler asks the pipe what it holds.  pp_nread used to
+ * take the ring lock, so a signal that landed while the interrupted call
+ * held it deadlocked the thread (the handler waited for a lock its own
+ * thread held).  A hang here is caught by the alarm.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "pagepipe.h"
+
+static struct pp_end *ends[2];
+static _Atomic long handled, bad_values;
+static _Atomic int stop;
+
+static void on_signal(int sig)
+{
+	int saved = errno;
+	(void)sig;
+	int n = pp_nread(ends[0]);
+	short ev = pp_events(ends[1]);
+	int fl = pp_getfl(ends[0]);
+	long size = pp_getsize(ends[0]);
+	if (n < 0 || n > size || ev < 0 || fl < 0 || pp_setfl(ends[0], fl) != 0)
+		bad_values++;
+	handled++;
+	errno = saved;
+}
+
+static void on_alarm(int sig)
+{
+	static const char msg[] = "FAIL handler_during_locked_call (hang: a handler deadlocked)\n";
+	(void)sig;
+	(void)!write(1, msg, sizeof msg - 1);
+	_exit(1);
+}
+
+static void *signaller(void *arg)
+{
+	pthread_t target = *(pthread_t *)arg;
+	struct timespec gap = { 0, 5000 };
+	while (!stop) {
+		pthread_kill(target, SIGUSR1);
+		nanosleep(&gap, NULL);
+	}
+	return NULL;
+}
+
+static void handler_during_locked_call(void)
+{
+	struct sigaction sa = { .sa_handler = on_signal, .sa_flags = SA_RESTART };
+	sigemptyset(&sa.sa_mask);
+	CHECK_EQ(sigaction(SIGUSR1, &sa, NULL), 0);
+	signal(SIGALRM, on_alarm);
+	alarm(30);
+	CHECK_EQ(pp_pipe(ends, PP_NONBLOCK), 0);
+
+	pthread_t self = pthread_self(), t;
+	CHECK_EQ(pthread_create(&t, NULL, signaller, &self), 0);
+	char buf[4096];
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	long calls = 0;
+	do {
+		for (int i = 0; i < 1000; i++) {
+			if (pp_write(ends[1], "0123456789abcdef", 16) < 0 && errno != EAGAIN &&
+			    errno != EINTR)
+				CHECK(!"pp_write failed");
+			if (i % 64 == 63 && pp_read(ends[0], buf, sizeof buf) < 0 && errno != EAGAIN &&
+			    errno != EINTR)
+				CHECK(!"pp_read failed");
+		}
+		calls += 1000;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+	} while (now.tv_sec - t0.tv_sec < 2 || handled < 1000);
+	stop = 1;
+	pthread_join(t, NULL);
+	alarm(0);
+	signal(SIGUSR1, SIG_IGN);
+	fprintf(stderr, "%ld calls, %ld signals handled\n", calls, (long)handled);
+	CHECK_EQ(bad_values, 0);
+	pp_close(ends[0]);
+	pp_close(ends[1]);
+}
+
+int main(void)
+{
+	RUN(handler_during_locked_call);
+	return T_DONE();
+}
