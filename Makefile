@@ -39,8 +39,11 @@ $(LIB_A): $(LIB_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-$(LIB_SO): $(LIB_OBJ)
-	$(CC) $(CFLAGS_ALL) -shared -Wl,-soname,libpagepipe.so.$(SOVER) -o $@ $^ $(LDLIBS_ALL)
+# The exports and their versions: src/libpagepipe.map (test/abi_exports.c
+# checks them against the header).
+$(LIB_SO): $(LIB_OBJ) src/libpagepipe.map
+	$(CC) $(CFLAGS_ALL) -shared -Wl,-soname,libpagepipe.so.$(SOVER) \
+	  -Wl,--version-script=src/libpagepipe.map -o $@ $(LIB_OBJ) $(LDLIBS_ALL)
 	ln -sf libpagepipe.so.$(VERSION) $(BUILD)/libpagepipe.so.$(SOVER)
 	ln -sf libpagepipe.so.$(VERSION) $(BUILD)/libpagepipe.so
 
@@ -48,6 +51,12 @@ $(BUILD)/test/%: test/%.c $(wildcard test/*.h) $(wildcard test/fuzz/*.[ch]) \
                  $(wildcard tools/pagepipe/opts.*) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(LIB_A) $(LDLIBS_ALL)
+
+# abi_exports reads the header and the shared library it checks.
+$(BUILD)/test/abi_exports: test/abi_exports.c test/harness.h include/pagepipe.h $(LIB_SO)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -DPP_HEADER='"$(abspath include/pagepipe.h)"' \
+	  -DPP_SHARED_LIB='"$(abspath $(LIB_SO))"' -o $@ $< -ldl $(LDLIBS_ALL)
 
 $(BUILD)/bench/%: bench/%.c $(wildcard bench/*.h) $(LIB_A)
 	@mkdir -p $(dir $@)

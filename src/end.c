@@ -1,6 +1,12 @@
 /*
- * end.c - the public calls: end handles, argument checks, and the iovec
- * plumbing in front of the ring.
+ * end.c - the handles a caller holds, and the calls made on one end that
+ * need nothing but its ring: pp_pipe, pp_dup and pp_close; pp_read,
+ * pp_write and their vectored forms (argument checks, then ring.c); and
+ * the state of an end (pp_getfl/setfl, pp_getsize/setsize, pp_nread,
+ * pp_events, pp_fd, pp_version).  The other public calls live beside what
+ * they use: splice.c (between pipes, peek and consume), splice_fd.c (to and
+ * from descriptors), vmsplice.c, pool.c (the pool's calls) and ring.c
+ * (pp_getmaxsize/setmaxsize).
  *
  * A struct pp_end is what a caller holds, like a file descriptor.  Each
  * side of a ring is one "open file": its handles share its status flags
