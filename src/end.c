@@ -32,10 +32,8 @@ static unsigned dead_count;
 static struct pp_end *end_new(struct ppi_ring *r, int side)
 {
 	struct pp_end *e = malloc(sizeof *e);
-	if (!e) {
-		errno = ENOMEM;
+	if (!e)
 		return NULL;
-	}
 	e->side = side;
 	e->ring = r;
 	e->next_dead = NULL;
@@ -74,8 +72,10 @@ PPI_API int pp_pipe(struct pp_end *ends[2], int flags)
 		return -1;
 	}
 	struct ppi_ring *r = ppi_ring_new(flags);
-	if (!r)
+	if (!r) {
+		errno = ENOMEM;
 		return -1;
+	}
 	ends[0] = end_new(r, PPI_READ);
 	ends[1] = ends[0] ? end_new(r, PPI_WRITE) : NULL;
 	if (!ends[1]) {
@@ -96,8 +96,10 @@ PPI_API struct pp_end *pp_dup(struct pp_end *end)
 	if (!r)
 		return NULL;
 	struct pp_end *e = end_new(r, end->side);
-	if (!e)
+	if (!e) {
+		errno = ENOMEM;
 		return NULL;
+	}
 	/* The caller's handle keeps the side open while we add one. */
 	atomic_fetch_add(&r->refs, 1);
 	ppi_lock(&r->lock);

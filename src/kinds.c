@@ -32,10 +32,8 @@ struct ppi_loan *ppi_loan_new(void (*release)(void *, const struct iovec *), voi
                               struct iovec region)
 {
 	struct ppi_loan *l = malloc(sizeof *l);
-	if (!l) {
-		errno = ENOMEM;
+	if (!l)
 		return NULL;
-	}
 	*l = (struct ppi_loan){ .release = release, .arg = arg, .seg = region };
 	atomic_init(&l->refs, 1);
 	return l;

@@ -39,7 +39,7 @@ static inline const struct ppi_buf_ops *ppi_buf_ops_of(uint32_t flags)
  * Loans.  ppi_loan_new makes a record for `region`, holding one reference
  * (its maker's); release(arg, seg) runs once when the last reference goes,
  * with seg the part of the region that went into pipes (ppi_loan_done sets
- * it).  NULL with errno ENOMEM.
+ * it).  NULL when memory ran out.
  */
 struct ppi_loan *ppi_loan_new(void (*release)(void *arg, const struct iovec *seg), void *arg,
                               struct iovec region);

@@ -196,7 +196,7 @@ static uint32_t page_map(void)
 }
 
 /* Take one page, from the idle list or fresh from the system.  pool_lock
- * held.  0 with errno ENOMEM when the limit is reached or none can be had. */
+ * held.  0 when the limit is reached or none can be had. */
 static uint32_t page_take(void)
 {
 	uint32_t h;
@@ -243,8 +243,6 @@ unsigned ppi_handles_new(void *addr, unsigned n, struct ppi_loan *loan, uint32_t
 		pages[made] = h;
 	}
 	ppi_unlock(&pool_lock);
-	if (made < n)
-		errno = ENOMEM;
 	return made;
 }
 
@@ -263,8 +261,6 @@ unsigned ppi_page_get_many(uint32_t *pages, unsigned n)
 	while (got < n && (pages[got] = page_take()))
 		got++;
 	ppi_unlock(&pool_lock);
-	if (!got)
-		errno = ENOMEM;
 	return got;
 }
 

@@ -18,9 +18,9 @@ struct ppi_loan;
 
 /* Handle 0 names no page.  A page comes with one reference; ppi_page_put
  * drops one, and the last one sends the page back to the pool. */
-uint32_t ppi_page_get(void); /* 0 with errno ENOMEM when none */
+uint32_t ppi_page_get(void); /* 0 when none can be had (ENOMEM) */
 void ppi_page_put(uint32_t page);
-/* Up to n pages into pages[]: how many (0 with errno ENOMEM). */
+/* Up to n pages into pages[]: how many (fewer: ENOMEM). */
 unsigned ppi_page_get_many(uint32_t *pages, unsigned n);
 void ppi_page_put_many(const uint32_t *pages, unsigned n);
 /* A pipe's capacity came (pages > 0) or went (pages < 0): the pool keeps
@@ -31,7 +31,7 @@ void ppi_pool_pipe_pages(long pages);
  * Handles for memory that is not the pool's (caller memory, mapped file
  * pages): n handles for the n pages from addr, each with one reference and
  * naming `loan`, into pages[], under one hold of the pool lock; how many
- * were made (fewer than n, with errno ENOMEM, when handles ran out).
+ * were made (fewer than n when handles ran out: ENOMEM).
  * ppi_handles_free gives handles whose last reference went back.  These
  * handles do not count in pages_in_use.
  */

@@ -96,7 +96,6 @@ struct ppi_ring *ppi_ring_new(int flags)
 	if (!r || !bufs) {
 		free(r);
 		free(bufs);
-		errno = ENOMEM;
 		return NULL;
 	}
 	r->bufs_off = (intptr_t)((uintptr_t)bufs - (uintptr_t)r);
@@ -191,16 +190,18 @@ static inline void ring_push(struct ppi_call *c, uint32_t page, uint32_t len, in
  * Fill up to k pages from a copy of the iterator with the lock dropped, so
  * readers can drain while we copy; then, locked again, push as many as still
  * fit.  Another writer may have taken slots meanwhile: pages that no longer
- * fit go back to the pool and their bytes count as not written.  Returns the
- * bytes pushed, or -1 with *err set when nothing could be.
+ * fit go back to the pool and their bytes count as not written.  Sets
+ * *bytes to what was pushed; returns 0, or when nothing could be pushed
+ * ENOMEM, EPIPE (and *sigpipe) or EAGAIN (lost the race for room).
  */
-static ssize_t write_batch(struct ppi_call *c, int fl, struct ppi_iter *it, unsigned k,
-                           int *err, bool *sigpipe)
+static int write_batch(struct ppi_call *c, int fl, struct ppi_iter *it, unsigned k,
+                       size_t *bytes_out, bool *sigpipe)
 {
 	struct ppi_ring *r = c->r;
 	uint32_t pages[BATCH_MAX];
 	size_t bytes = 0;
 	unsigned got, pushed = 0;
+	int err = 0;
 
 	ppi_unlock(&r->lock);
 	ppi_call_wake(c); /* a reader owed a wake can drain while we copy */
@@ -210,13 +211,12 @@ static ssize_t write_batch(struct ppi_call *c, int fl, struct ppi_iter *it, unsi
 		iter_from(&at, ppi_page_addr(pages[i]), min_size(PP_PAGE_SIZE, at.left));
 	ppi_lock(&r->lock);
 
-	if (!got) {
-		*err = ENOMEM;
-		return -1;
-	}
+	*bytes_out = 0;
+	if (!got)
+		return ENOMEM;
 	if (!LOAD(r->handles[PPI_READ])) {
 		*sigpipe = true;
-		*err = EPIPE;
+		err = EPIPE;
 	} else {
 		uint32_t room = ppi_ring_room(r);
 		for (; pushed < got && pushed < room; pushed++) {
@@ -226,10 +226,11 @@ static ssize_t write_batch(struct ppi_call *c, int fl, struct ppi_iter *it, unsi
 		}
 		iter_skip(it, bytes);
 		if (!pushed)
-			*err = EAGAIN; /* lost the race for room: caller waits */
+			err = EAGAIN; /* lost the race for room: caller waits */
 	}
 	ppi_page_put_many(pages + pushed, got - pushed);
-	return pushed ? (ssize_t)bytes : -1;
+	*bytes_out = bytes;
+	return pushed ? 0 : err;
 }
 
 /*
@@ -301,15 +302,14 @@ ssize_t ppi_ring_write(struct ppi_ring *r, int fl, struct ppi_iter *it)
 				ring_push(&c, page, (uint32_t)n, fl);
 				ret += n;
 			} else {
-				ssize_t n = write_batch(&c, fl, it, k, &err, &sigpipe);
-				if (n < 0 && err != EAGAIN) {
-					if (ret)
-						err = 0;
+				size_t n;
+				int e = write_batch(&c, fl, it, k, &n, &sigpipe);
+				ret += n;
+				if (e && e != EAGAIN) {
+					if (!ret)
+						err = e;
 					break;
 				}
-				err = 0;
-				if (n > 0)
-					ret += n;
 			}
 			if (!it->left)
 				break;
