@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "endpoint.h"
 #include "engine.h"
 
 #define MAX_IOV 256

@@ -115,11 +115,4 @@ void pt_engine_join(struct pt_engine *e);
  * still running (the fill that -P, -p and the progress line show). */
 uint64_t pt_engine_buffered(const struct pt_engine *e);
 
-/* Open endpoints (endpoint.c).  Return a descriptor or -1 with a message printed. */
-int pt_open_input(const char *spec, char *name, size_t namelen, int64_t *size);
-int pt_open_output(const char *spec, bool append, char *name, size_t namelen);
-
-/* "pagepipe: " + message on stderr. */
-void pt_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
 #endif

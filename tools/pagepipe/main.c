@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "endpoint.h"
 #include "engine.h"
 
 static struct pt_opts opts;
