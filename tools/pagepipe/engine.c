@@ -140,7 +140,7 @@ static bool live_outputs(struct pt_engine *e)
 static bool start_ready(struct pt_engine *e, void *arg)
 {
 	(void)arg;
-	return atomic_load(&e->fatal) || atomic_load(&e->input_state) != 0 ||
+	return atomic_load(&e->fatal) || atomic_load(&e->input_state) != PT_INPUT_READING ||
 	       atomic_load(&e->input_full) ||
 	       pt_engine_buffered(e) * 100 >= e->limit * (uint64_t)e->o->start_pct;
 }
@@ -178,6 +178,13 @@ static void output_finished(struct pt_engine *e, struct pt_output *out, int stat
 		state = PT_OUT_DROPPED;
 	}
 	atomic_store(&out->state, state);
+}
+
+/* An output's descriptor failed with err: report it and drop the output. */
+static void output_dropped(struct pt_engine *e, struct pt_output *out, int err)
+{
+	output_failed(e, out, err);
+	output_finished(e, out, PT_OUT_DROPPED);
 }
 
 static void efd_signal(int efd)
@@ -252,8 +259,7 @@ static void *output_main(void *p)
 		if (nseg < 0) {
 			if (errno == EINTR)
 				continue;
-			output_failed(e, out, errno);
-			output_finished(e, out, PT_OUT_DROPPED);
+			output_dropped(e, out, errno);
 			break;
 		}
 		if (nseg == 0) { /* end of input, everything written */
@@ -282,15 +288,14 @@ static void *output_main(void *p)
 				wait_either(out->fd, POLLOUT, -1); /* made non-blocking by someone else */
 				continue;
 			}
-			output_failed(e, out, errno);
-			output_finished(e, out, PT_OUT_DROPPED);
+			output_dropped(e, out, errno);
 			break;
 		}
 		pp_consume(out->r, (size_t)w);
 		atomic_fetch_add(&out->written, (uint64_t)w);
 		notify(e);
 		/* -P again once this output has run its pipe empty. */
-		if (e->o->start_pct && atomic_load(&e->input_state) == 0 &&
+		if (e->o->start_pct && atomic_load(&e->input_state) == PT_INPUT_READING &&
 		    !(pp_events(out->r) & POLLIN))
 			gate_open = false;
 	}
@@ -311,7 +316,42 @@ static void input_error(struct pt_engine *e, int err)
 	e->input_err = err;
 	pt_msg("%s: %s", e->in_name, strerror(err));
 	atomic_store(&e->had_error, true);
-	atomic_store(&e->input_state, 2);
+	atomic_store(&e->input_state, PT_INPUT_FAILED);
+}
+
+enum input_took {
+	INPUT_MOVED, /* bytes came in (counted in bytes_in) */
+	INPUT_END,   /* end of input, or an input error (reported) */
+	INPUT_AGAIN, /* the input has nothing right now (EAGAIN) */
+	INPUT_RETRY, /* interrupted (EINTR): read again */
+};
+
+/* What a read from the input that returned n (-1 with errno) means; the
+ * bytes are counted and the end or the error recorded here. */
+static enum input_took input_took(struct pt_engine *e, ssize_t n)
+{
+	if (n > 0) {
+		atomic_fetch_add(&e->bytes_in, (uint64_t)n);
+		return INPUT_MOVED;
+	}
+	if (n == 0) {
+		atomic_store(&e->input_state, PT_INPUT_ENDED);
+		return INPUT_END;
+	}
+	if (errno == EINTR)
+		return INPUT_RETRY;
+	if (errno == EAGAIN)
+		return INPUT_AGAIN;
+	input_error(e, errno);
+	return INPUT_END;
+}
+
+/* The input thread stops reading: unless the input ended or failed, no
+ * output is left or an error is fatal, and the input counts as ended. */
+static void input_stopped(struct pt_engine *e)
+{
+	int reading = PT_INPUT_READING;
+	atomic_compare_exchange_strong(&e->input_state, &reading, PT_INPUT_ENDED);
 }
 
 /* Room for one more block under the memory limit (and -p once full). */
@@ -389,26 +429,19 @@ static void *input_main(void *p)
 			atomic_store(&e->input_full, false);
 		}
 		ssize_t n = pp_splice_from_fd(e->in_fd, NULL, e->in_w, e->o->block, 0);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN) { /* an input someone else made non-blocking */
-				wait_either(e->in_fd, POLLIN, -1);
-				continue;
-			}
-			input_error(e, errno);
-			break;
+		enum input_took took = input_took(e, n);
+		if (took == INPUT_RETRY)
+			continue;
+		if (took == INPUT_AGAIN) { /* an input someone else made non-blocking */
+			wait_either(e->in_fd, POLLIN, -1);
+			continue;
 		}
-		if (n == 0) {
-			atomic_store(&e->input_state, 1);
+		if (took == INPUT_END)
 			break;
-		}
-		atomic_fetch_add(&e->bytes_in, (uint64_t)n);
 		if (!distribute(e, fed, &nfed))
 			break;
 	}
-	if (atomic_load(&e->input_state) == 0)
-		atomic_store(&e->input_state, 1); /* stopped: no output left, or fatal */
+	input_stopped(e);
 	/* End of input for every output: they drain their pipes and finish. */
 	for (int i = 0; i < e->n; i++) {
 		if (e->outs[i].w) {
@@ -509,8 +542,7 @@ static void chains_signal(struct pt_engine *e)
 /* End of data for every chain: pipe w, holding `last` bytes, is the last. */
 static void chains_end(struct pt_engine *e, uint64_t w, uint64_t last)
 {
-	if (atomic_load(&e->input_state) == 0)
-		atomic_store(&e->input_state, 1); /* stopped: no output left, or fatal */
+	input_stopped(e);
 	for (int i = 0; i < e->n; i++) {
 		struct kchain *k = e->outs[i].chain;
 		atomic_store(&k->filled[w % (uint64_t)atomic_load(&k->n)], last);
@@ -595,23 +627,18 @@ static enum in_step input_splice(struct pt_engine *e, int fd, uint64_t *held)
 	if (!want)
 		return IN_FULL;
 	ssize_t got;
-	do
+	enum input_took took;
+	do {
 		got = splice(e->in_fd, NULL, fd, NULL, want,
 		             SPLICE_F_MOVE | SPLICE_F_NONBLOCK | SPLICE_F_MORE);
-	while (got < 0 && errno == EINTR);
-	if (got > 0) {
+		took = input_took(e, got);
+	} while (took == INPUT_RETRY);
+	if (took == INPUT_MOVED) {
 		*held += (uint64_t)got;
-		atomic_fetch_add(&e->bytes_in, (uint64_t)got);
 		return IN_MOVED;
 	}
-	if (got == 0) {
-		atomic_store(&e->input_state, 1);
+	if (took == INPUT_END)
 		return IN_END;
-	}
-	if (errno != EAGAIN) {
-		input_error(e, errno);
-		return IN_END;
-	}
 	return fd_ready(fd, POLLOUT) ? IN_IDLE : IN_FULL;
 }
 
@@ -793,8 +820,7 @@ static void *direct_output_main(void *p)
 				wait_either(out->fd, POLLOUT, -1); /* the output is not ready */
 			continue;
 		}
-		output_failed(e, out, errno);
-		output_finished(e, out, PT_OUT_DROPPED);
+		output_dropped(e, out, errno);
 		if (e->sink_fd >= 0)
 			chain_discard(e, k);
 		break;

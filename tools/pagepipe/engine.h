@@ -27,6 +27,12 @@ enum pt_out_state {
 	PT_OUT_DROPPED, /* failed (err) and was dropped */
 };
 
+enum pt_input_state {
+	PT_INPUT_READING,
+	PT_INPUT_ENDED,  /* end of input, or stopped reading: no output left, or fatal */
+	PT_INPUT_FAILED, /* a read error (input_err) */
+};
+
 struct pt_output {
 	/* Set before the threads start, then read-only. */
 	char name[256];        /* for messages: a path, "standard output", tcp:... */
@@ -68,8 +74,8 @@ struct pt_engine {
 
 	/* Counters and states, atomics: one writer each, anyone reads. */
 	_Atomic uint64_t bytes_in;       /* input thread */
-	_Atomic int input_state;         /* 0 reading, 1 end of input, 2 error; input thread */
-	int input_err;                   /* valid once input_state is 2 */
+	_Atomic int input_state;         /* enum pt_input_state; input thread */
+	int input_err;                   /* valid once input_state is PT_INPUT_FAILED */
 	_Atomic bool input_full;         /* input thread: waiting for the buffer to drain */
 	_Atomic int fatal;               /* set once by whoever hits an error under exit modes */
 	_Atomic bool had_error;          /* some error that makes the exit status 1 */

@@ -136,7 +136,7 @@ static void print_stats(struct pt_engine *e, double secs)
 	pt_msg("%llu bytes (%s) in %.3f s, %s/s, %s%s", (unsigned long long)in,
 	       human(a, 32, (double)in), secs, human(b, 32, secs > 0 ? (double)in / secs : 0),
 	       !e->direct ? "through the buffer" : e->n == 1 ? "by splice(2)" : "by tee(2) and splice(2)",
-	       atomic_load(&e->input_state) == 2 ? ", input failed" : "");
+	       atomic_load(&e->input_state) == PT_INPUT_FAILED ? ", input failed" : "");
 	for (int i = 0; i < e->n; i++) {
 		const struct pt_output *out = &e->outs[i];
 		int st = atomic_load(&out->state);
