@@ -944,8 +944,7 @@ static size_t pow2_at_least(uint64_t n)
 	return s;
 }
 
-/* Close every pagepipe end still open (setup failed, the direct path, or
- * the end of the run). */
+/* Close every pagepipe end still open (setup failed, or the end of the run). */
 static void close_pipes(struct pt_engine *e)
 {
 	for (int i = 0; i < e->n; i++) {
@@ -963,11 +962,61 @@ static void close_pipes(struct pt_engine *e)
 	e->in_r = e->in_w = NULL;
 }
 
-/* Setup failed: release what was made; the exit status is 1. */
-static int init_failed(struct pt_engine *e)
+/* A pagepipe of `size` bytes in ends: 0, or -1 with errno and nothing made. */
+static int make_pipe(struct pp_end *ends[2], size_t size)
 {
-	close_pipes(e);
-	return 1;
+	if (pp_pipe(ends, PP_NOSIGPIPE) != 0)
+		return -1;
+	if (pp_setsize(ends[1], size) < 0) {
+		int err = errno;
+		pp_close(ends[0]);
+		pp_close(ends[1]);
+		errno = err;
+		return -1;
+	}
+	return 0;
+}
+
+/* Set up the pagepipe path: the input pipe and one pipe per output.  0, or
+ * -1 with a message printed and nothing left made. */
+static int pagepipe_setup(struct pt_engine *e)
+{
+	const struct pt_opts *o = e->o;
+	/* Output pipes big enough for the whole limit; the input pipe for one block. */
+	size_t out_size = pow2_at_least(o->memory);
+	size_t in_size = pow2_at_least(o->block);
+	struct pp_end *ends[2];
+	if (pp_setmaxsize(out_size) < 0) {
+		pt_msg("cannot allow pipes of %zu bytes: %s", out_size, strerror(errno));
+		return -1;
+	}
+	if (make_pipe(ends, in_size) != 0) {
+		pt_msg("cannot make the input pipe: %s", strerror(errno));
+		return -1;
+	}
+	e->in_r = ends[0];
+	e->in_w = ends[1];
+	for (int i = 0; i < e->n; i++) {
+		struct pt_output *out = &e->outs[i];
+		if (make_pipe(ends, out_size) != 0) {
+			pt_msg("cannot make a pipe for %s: %s", out->name, strerror(errno));
+			close_pipes(e);
+			return -1;
+		}
+		out->r = ends[0];
+		out->w = ends[1];
+		out->fed = true;
+	}
+	/*
+	 * Keep every drained page for reuse, up to the limit: a page is mapped
+	 * only when none is idle, so the pages mapped (in use + idle) never
+	 * exceed the most ever in use, which the limit bounds.  Without this a
+	 * backlog beyond the cache costs a fault to map and a TLB shootdown to
+	 * unmap every page.  The front end trims the cache once the buffer has
+	 * stayed empty, so memory is held only while data waits.
+	 */
+	pp_pool_setcache((long)(o->memory / PP_PAGE_SIZE));
+	return 0;
 }
 
 /* How many outputs are standard output (each closes it only if alone). */
@@ -977,6 +1026,39 @@ static int stdout_users(const struct pt_opts *o)
 	for (int i = 0; i < o->noutputs; i++)
 		k += !strcmp(o->outputs[i].name, "-");
 	return k;
+}
+
+/* Open the outputs into e->outs (e->n of them).  0, or -1 when none could
+ * be opened or a failure ends the run (--output-error=exit*). */
+static int open_outputs(struct pt_engine *e)
+{
+	const struct pt_opts *o = e->o;
+	/* Opening an output truncates it: refuse the input file itself first. */
+	struct stat in_st;
+	bool in_reg = fstat(e->in_fd, &in_st) == 0 && S_ISREG(in_st.st_mode);
+	for (int i = 0; i < o->noutputs; i++) {
+		struct pt_output *out = &e->outs[e->n];
+		struct stat st;
+		const char *spec = o->outputs[i].name;
+		if (in_reg && strcmp(spec, "-") && strncmp(spec, "tcp:", 4) && stat(spec, &st) == 0 &&
+		    st.st_dev == in_st.st_dev && st.st_ino == in_st.st_ino) {
+			pt_msg("%s: input file is output file", spec);
+			out->fd = -1;
+		} else {
+			out->fd = pt_open_output(spec, o->append, out->name, sizeof out->name);
+		}
+		if (out->fd < 0) {
+			atomic_store(&e->had_error, true);
+			if (o->output_error == PT_OE_EXIT || o->output_error == PT_OE_EXIT_NOPIPE)
+				return -1;
+			continue;
+		}
+		out->rate = o->outputs[i].rate;
+		out->own_fd = strcmp(spec, "-") != 0 || stdout_users(o) == 1;
+		atomic_store(&out->state, PT_OUT_RUNNING);
+		e->n++;
+	}
+	return e->n > 0 ? 0 : -1;
 }
 
 int pt_engine_init(struct pt_engine *e, const struct pt_opts *o)
@@ -993,74 +1075,12 @@ int pt_engine_init(struct pt_engine *e, const struct pt_opts *o)
 	pthread_cond_init(&e->main_cv, NULL);
 
 	e->in_fd = pt_open_input(o->input, e->in_name, sizeof e->in_name, &e->in_size);
-	if (e->in_fd < 0)
-		return init_failed(e);
-
-	/* Output pipes big enough for the whole limit; the input pipe for one block. */
-	size_t out_size = pow2_at_least(o->memory);
-	size_t in_size = pow2_at_least(o->block);
-	struct pp_end *ends[2];
-	if (pp_setmaxsize(out_size) < 0) {
-		pt_msg("cannot allow pipes of %zu bytes: %s", out_size, strerror(errno));
-		return init_failed(e);
-	}
-	if (pp_pipe(ends, PP_NOSIGPIPE) != 0 || pp_setsize(ends[1], in_size) < 0) {
-		pt_msg("cannot make the input pipe: %s", strerror(errno));
-		return init_failed(e);
-	}
-	e->in_r = ends[0];
-	e->in_w = ends[1];
-
-	/* Opening an output truncates it: refuse the input file itself first. */
-	struct stat in_st;
-	bool in_reg = fstat(e->in_fd, &in_st) == 0 && S_ISREG(in_st.st_mode);
-	int opened = 0;
-	for (int i = 0; i < o->noutputs; i++) {
-		struct pt_output *out = &e->outs[e->n];
-		struct stat st;
-		const char *spec = o->outputs[i].name;
-		if (in_reg && strcmp(spec, "-") && strncmp(spec, "tcp:", 4) && stat(spec, &st) == 0 &&
-		    st.st_dev == in_st.st_dev && st.st_ino == in_st.st_ino) {
-			pt_msg("%s: input file is output file", spec);
-			out->fd = -1;
-		} else {
-			out->fd = pt_open_output(spec, o->append, out->name, sizeof out->name);
-		}
-		if (out->fd < 0) {
-			atomic_store(&e->had_error, true);
-			if (o->output_error == PT_OE_EXIT || o->output_error == PT_OE_EXIT_NOPIPE)
-				return init_failed(e);
-			continue;
-		}
-		out->rate = o->outputs[i].rate;
-		out->own_fd = strcmp(spec, "-") != 0 || stdout_users(o) == 1;
-		if (pp_pipe(ends, PP_NOSIGPIPE) != 0 || pp_setsize(ends[1], out_size) < 0) {
-			pt_msg("cannot make a pipe for %s: %s", out->name, strerror(errno));
-			return init_failed(e);
-		}
-		out->r = ends[0];
-		out->w = ends[1];
-		out->fed = true;
-		atomic_store(&out->state, PT_OUT_RUNNING);
-		e->n++;
-		opened++;
-	}
-	if (!opened)
-		return init_failed(e);
-	if (direct_setup(e, o)) {
-		close_pipes(e); /* the kernel pipes carry the data instead */
+	if (e->in_fd < 0 || open_outputs(e) != 0)
+		return 1;
+	/* Choose the path first, then build only what it uses. */
+	if (direct_setup(e, o))
 		return 0;
-	}
-	/*
-	 * Keep every drained page for reuse, up to the limit: a page is mapped
-	 * only when none is idle, so the pages mapped (in use + idle) never
-	 * exceed the most ever in use, which the limit bounds.  Without this a
-	 * backlog beyond the cache costs a fault to map and a TLB shootdown to
-	 * unmap every page.  The front end trims the cache once the buffer has
-	 * stayed empty, so memory is held only while data waits.
-	 */
-	pp_pool_setcache((long)(o->memory / PP_PAGE_SIZE));
-	return 0;
+	return pagepipe_setup(e) == 0 ? 0 : 1;
 }
 
 int pt_engine_start(struct pt_engine *e)
