@@ -1,5 +1,7 @@
 /*
- * engine.c - the data path of the pagepipe command.
+ * engine.c - the pagepipe command's engine: the front, which opens the
+ * endpoints, chooses the data path (the kernel paths of engine_kernel.c,
+ * when they take the run) and runs its threads, and the pagepipe path:
  *
  *                       +-- out pipe 1 --> output thread 1 --> fd 1
  *   input fd --> input pipe --(pp_fanout)
@@ -26,21 +28,17 @@
  */
 #include <errno.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <fcntl.h>
 #include <stdlib.h>
-#include <sys/eventfd.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "endpoint.h"
-#include "engine.h"
+#include "engine_path.h"
 
 #define MAX_IOV 256
 
@@ -108,7 +106,7 @@ static void wait_until(struct pt_engine *e, bool (*ready)(struct pt_engine *, vo
 	pthread_mutex_unlock(&e->mu);
 }
 
-static void thread_finished(struct pt_engine *e)
+void pt_thread_finished(struct pt_engine *e)
 {
 	pthread_mutex_lock(&e->mu);
 	atomic_fetch_sub(&e->running, 1);
@@ -116,7 +114,7 @@ static void thread_finished(struct pt_engine *e)
 	pthread_mutex_unlock(&e->mu);
 }
 
-static void set_fatal(struct pt_engine *e)
+void pt_set_fatal(struct pt_engine *e)
 {
 	atomic_store(&e->had_error, true);
 	pthread_mutex_lock(&e->mu);
@@ -158,7 +156,7 @@ static void output_failed(struct pt_engine *e, struct pt_output *out, int err)
 			pt_msg("%s: stopping after %llu bytes to it (--output-error=%s)", out->name,
 			       (unsigned long long)atomic_load(&out->written),
 			       mode == PT_OE_EXIT ? "exit" : "exit-nopipe");
-			set_fatal(e);
+			pt_set_fatal(e);
 		} else if (!e->quiet) {
 			pt_msg("%s: output dropped after %llu bytes", out->name,
 			       (unsigned long long)atomic_load(&out->written));
@@ -171,7 +169,7 @@ static void output_failed(struct pt_engine *e, struct pt_output *out, int err)
  * file when this output is done, not when the slowest sibling is.  A close
  * that fails (a delayed write error on NFS, a quota) is an output error.
  */
-static void output_finished(struct pt_engine *e, struct pt_output *out, int state)
+void pt_output_finished(struct pt_engine *e, struct pt_output *out, int state)
 {
 	if (out->own_fd && close(out->fd) != 0 && errno != EINTR && state == PT_OUT_DONE) {
 		output_failed(e, out, errno);
@@ -180,18 +178,10 @@ static void output_finished(struct pt_engine *e, struct pt_output *out, int stat
 	atomic_store(&out->state, state);
 }
 
-/* An output's descriptor failed with err: report it and drop the output. */
-static void output_dropped(struct pt_engine *e, struct pt_output *out, int err)
+void pt_output_dropped(struct pt_engine *e, struct pt_output *out, int err)
 {
 	output_failed(e, out, err);
-	output_finished(e, out, PT_OUT_DROPPED);
-}
-
-static void efd_signal(int efd)
-{
-	uint64_t one = 1;
-	ssize_t w = write(efd, &one, sizeof one);
-	(void)w;
+	pt_output_finished(e, out, PT_OUT_DROPPED);
 }
 
 static void efd_clear(int efd)
@@ -201,8 +191,7 @@ static void efd_clear(int efd)
 	(void)r;
 }
 
-/* Wait (up to 200 ms, so fatal errors are noticed) for fd or efd. */
-static void wait_either(int fd, short events, int efd)
+void pt_wait_fd(int fd, short events, int efd)
 {
 	struct pollfd p[2] = { { .fd = fd, .events = events }, { .fd = efd, .events = POLLIN } };
 	if (poll(p, efd >= 0 ? 2 : 1, 200) > 0 && efd >= 0 && (p[1].revents & POLLIN))
@@ -226,16 +215,11 @@ static void rate_wait(struct pt_output *out, uint64_t t0, uint64_t sent, size_t 
 	}
 }
 
-struct out_arg {
-	struct pt_engine *e;
-	struct pt_output *out;
-};
-
 static void *output_main(void *p)
 {
-	struct out_arg *a = p;
+	struct pt_out_arg *a = p;
 	struct pt_engine *e = a->e;
-	struct pt_output *out = a->out;
+	struct pt_output *out = &e->outs[a->i];
 	struct iovec iov[MAX_IOV];
 	uint64_t t0 = 0;
 	size_t chunk = e->o->block;
@@ -259,11 +243,11 @@ static void *output_main(void *p)
 		if (nseg < 0) {
 			if (errno == EINTR)
 				continue;
-			output_dropped(e, out, errno);
+			pt_output_dropped(e, out, errno);
 			break;
 		}
 		if (nseg == 0) { /* end of input, everything written */
-			output_finished(e, out, PT_OUT_DONE);
+			pt_output_finished(e, out, PT_OUT_DONE);
 			break;
 		}
 		/* Cut the segments to one chunk. */
@@ -285,10 +269,10 @@ static void *output_main(void *p)
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN) {
-				wait_either(out->fd, POLLOUT, -1); /* made non-blocking by someone else */
+				pt_wait_fd(out->fd, POLLOUT, -1); /* made non-blocking by someone else */
 				continue;
 			}
-			output_dropped(e, out, errno);
+			pt_output_dropped(e, out, errno);
 			break;
 		}
 		pp_consume(out->r, (size_t)w);
@@ -304,7 +288,7 @@ static void *output_main(void *p)
 	pp_close(out->r);
 	out->r = NULL;
 	notify(e);
-	thread_finished(e);
+	pt_thread_finished(e);
 	return NULL;
 }
 
@@ -319,36 +303,25 @@ static void input_error(struct pt_engine *e, int err)
 	atomic_store(&e->input_state, PT_INPUT_FAILED);
 }
 
-enum input_took {
-	INPUT_MOVED, /* bytes came in (counted in bytes_in) */
-	INPUT_END,   /* end of input, or an input error (reported) */
-	INPUT_AGAIN, /* the input has nothing right now (EAGAIN) */
-	INPUT_RETRY, /* interrupted (EINTR): read again */
-};
-
-/* What a read from the input that returned n (-1 with errno) means; the
- * bytes are counted and the end or the error recorded here. */
-static enum input_took input_took(struct pt_engine *e, ssize_t n)
+enum pt_input_took pt_input_took(struct pt_engine *e, ssize_t n)
 {
 	if (n > 0) {
 		atomic_fetch_add(&e->bytes_in, (uint64_t)n);
-		return INPUT_MOVED;
+		return PT_TOOK_MOVED;
 	}
 	if (n == 0) {
 		atomic_store(&e->input_state, PT_INPUT_ENDED);
-		return INPUT_END;
+		return PT_TOOK_END;
 	}
 	if (errno == EINTR)
-		return INPUT_RETRY;
+		return PT_TOOK_RETRY;
 	if (errno == EAGAIN)
-		return INPUT_AGAIN;
+		return PT_TOOK_AGAIN;
 	input_error(e, errno);
-	return INPUT_END;
+	return PT_TOOK_END;
 }
 
-/* The input thread stops reading: unless the input ended or failed, no
- * output is left or an error is fatal, and the input counts as ended. */
-static void input_stopped(struct pt_engine *e)
+void pt_input_stopped(struct pt_engine *e)
 {
 	int reading = PT_INPUT_READING;
 	atomic_compare_exchange_strong(&e->input_state, &reading, PT_INPUT_ENDED);
@@ -405,7 +378,7 @@ static bool distribute(struct pt_engine *e, struct pp_end **fed, int *nfed)
 			continue;
 		if (errno != EPIPE) {
 			pt_msg("fan-out: %s", strerror(errno));
-			set_fatal(e);
+			pt_set_fatal(e);
 			return false;
 		}
 		if (!prune_outputs(e, fed, nfed))
@@ -429,19 +402,19 @@ static void *input_main(void *p)
 			atomic_store(&e->input_full, false);
 		}
 		ssize_t n = pp_splice_from_fd(e->in_fd, NULL, e->in_w, e->o->block, 0);
-		enum input_took took = input_took(e, n);
-		if (took == INPUT_RETRY)
+		enum pt_input_took took = pt_input_took(e, n);
+		if (took == PT_TOOK_RETRY)
 			continue;
-		if (took == INPUT_AGAIN) { /* an input someone else made non-blocking */
-			wait_either(e->in_fd, POLLIN, -1);
+		if (took == PT_TOOK_AGAIN) { /* an input someone else made non-blocking */
+			pt_wait_fd(e->in_fd, POLLIN, -1);
 			continue;
 		}
-		if (took == INPUT_END)
+		if (took == PT_TOOK_END)
 			break;
 		if (!distribute(e, fed, &nfed))
 			break;
 	}
-	input_stopped(e);
+	pt_input_stopped(e);
 	/* End of input for every output: they drain their pipes and finish. */
 	for (int i = 0; i < e->n; i++) {
 		if (e->outs[i].w) {
@@ -451,488 +424,8 @@ static void *input_main(void *p)
 		e->outs[i].fed = false;
 	}
 	notify(e);
-	thread_finished(e);
+	pt_thread_finished(e);
 	return NULL;
-}
-
-/* ---- the kernel paths: splice and tee through chains of kernel pipes -- */
-
-/*
- * When every descriptor is of a kind splice(2) takes and no output has a
- * rate limit or watermarks, nothing needs the data in this process's
- * memory: the kernel can move and share page references, as pv does for
- * one output, and no byte is copied here.  Each output's buffer is then a
- * chain of kernel pipes of up to 1 MiB each (the unprivileged
- * pipe-max-size), used in turn like the slots of a ring:
- *
- *   one output:  input --splice--> kp[w % n]  ...  kp[r % n] --splice--> output
- *
- *   several:     input --splice--> stage --tee-->    chain 1 ... --> output 1
- *                                        --tee-->    chain 2 ... --> output 2
- *                                        --splice--> chain N ... --> output N
- *
- * With one output the input thread fills pipe w until it holds `cap` bytes
- * or is full, publishes its byte count in filled[w % n] and moves to w + 1
- * once the output thread has finished that pipe's previous lap (w - r < n).
- *
- * With several, the input thread fills a private stage pipe, then hands the
- * whole stage to pipe w of every chain: tee(2) to all but the last output
- * still running, splice(2) to the last.  Pipe w of each chain is empty and
- * as large as the stage, so each call takes the whole stage (tee copies
- * buffer for buffer), and every output sees the same bytes; the pages are
- * shared, so the memory held is the slowest output's backlog, as on the
- * pagepipe path.  The stage is handed over when full, at the end of input,
- * or when the input has nothing more right now and some output is about
- * to run dry (while every output has pipes queued, waiting to fill the
- * stage costs nothing and keeps the rounds, hence the chains, full).
- *
- * Each output thread drains pipe r of its chain; once it has written
- * filled[r % n] bytes it marks the pipe free and moves on.  Both sides
- * splice with SPLICE_F_NONBLOCK and sleep in poll(2), so each can tell "my
- * pipe is full/empty" from "the descriptor is not ready"; they wake each
- * other through eventfds (data_efd per chain, room_efd for the input).
- *
- * Taken only when the whole memory limit can be had as kernel pipes for
- * every output (the kernel caps an unprivileged user's pipes at
- * pipe-user-pages-soft) and the descriptors fit well under RLIMIT_NOFILE;
- * otherwise the pagepipe path.
- */
-
-#define KP_CAP (1 << 20)
-#define KP_MAX 512
-#define OPEN_PIPE UINT64_MAX /* filled[] of a pipe the input still fills */
-
-/*
- * A chain's pipes are made as the input first reaches them (first lap), so
- * a short stream pays for one pipe, not for -m of them.  made: pipes that
- * exist, set by the input thread after making one; the output thread
- * touches pipe r only once r < made.  n: pipes in the ring, the target
- * until a pipe cannot be made (the kernel's pipe quota, descriptors): then
- * the input sets n = made as it reaches index made, before any index that
- * large was used, so r % n and w % n mean the same pipes to both sides
- * before and after.
- */
-struct kchain {
-	_Atomic int n;
-	_Atomic int made;
-	int fd[KP_MAX][2];
-	_Atomic uint64_t filled[KP_MAX]; /* input sets, output resets to OPEN_PIPE */
-	_Atomic uint64_t rseq;           /* pipe being drained (free-running) */
-	int data_efd;                    /* input -> this chain's output */
-};
-
-static bool fd_ready(int fd, short events)
-{
-	struct pollfd p = { .fd = fd, .events = events };
-	return poll(&p, 1, 0) > 0 && (p.revents & events);
-}
-
-static bool running(const struct pt_output *out)
-{
-	return atomic_load(&out->state) == PT_OUT_RUNNING;
-}
-
-/* Wake every output thread that may wait for its chain's next pipe. */
-static void chains_signal(struct pt_engine *e)
-{
-	for (int i = 0; i < e->n; i++)
-		efd_signal(e->outs[i].chain->data_efd);
-}
-
-/* End of data for every chain: pipe w, holding `last` bytes, is the last. */
-static void chains_end(struct pt_engine *e, uint64_t w, uint64_t last)
-{
-	input_stopped(e);
-	for (int i = 0; i < e->n; i++) {
-		struct kchain *k = e->outs[i].chain;
-		atomic_store(&k->filled[w % (uint64_t)atomic_load(&k->n)], last);
-	}
-	atomic_store(&e->kp_eof, true);
-	chains_signal(e);
-}
-
-/* A kernel pipe of exactly cap bytes, or false. */
-static bool kpipe(int fd[2], int cap)
-{
-	if (pipe2(fd, O_CLOEXEC) != 0) {
-		fd[0] = fd[1] = -1;
-		return false;
-	}
-	return fcntl(fd[1], F_SETPIPE_SZ, cap) == cap; /* refused, or rounded */
-}
-
-/* Make pipe w of chain k if the input reaches it for the first time; if
- * it cannot be made, the chain stops growing and wraps here (see struct
- * kchain).  Input thread, before it waits for pipe w to be free: with the
- * ring cut short, pipe w is an older pipe that may still be draining. */
-static void chain_grow(struct pt_engine *e, struct kchain *k, uint64_t w)
-{
-	int made = atomic_load(&k->made);
-	if (w == (uint64_t)made && made < atomic_load(&k->n)) {
-		int *fd = k->fd[made];
-		if (kpipe(fd, e->kp_cap)) {
-			atomic_store(&k->made, made + 1);
-		} else {
-			if (fd[0] >= 0) {
-				close(fd[0]);
-				close(fd[1]);
-			}
-			atomic_store(&k->n, made);
-		}
-	}
-}
-
-/* The write end of pipe w of chain k (made by chain_grow). */
-static int chain_wfd(struct kchain *k, uint64_t w)
-{
-	return k->fd[w % (uint64_t)atomic_load(&k->n)][1];
-}
-
-/* Pipe w of chain k holds `bytes` (published to its output by chains_advance). */
-static void chain_fill(struct kchain *k, uint64_t w, uint64_t bytes)
-{
-	atomic_store(&k->filled[w % (uint64_t)atomic_load(&k->n)], bytes);
-}
-
-/* Every chain moves on to pipe w: after chain_fill of the pipes before it,
- * so that an output that sees wseq move also sees its pipe's count. */
-static void chains_advance(struct pt_engine *e, uint64_t w)
-{
-	atomic_store(&e->kp_wseq, w);
-	chains_signal(e);
-}
-
-/* Wait until pipe w of chain k is free: its output finished the lap before. */
-static void chain_wait_room(struct pt_engine *e, struct pt_output *out, uint64_t w)
-{
-	struct kchain *k = out->chain;
-	while (w - atomic_load(&k->rseq) >= (uint64_t)atomic_load(&k->n) && !atomic_load(&e->fatal) &&
-	       running(out))
-		wait_either(e->room_efd, POLLIN, -1);
-}
-
-enum in_step {
-	IN_MOVED, /* bytes went in */
-	IN_END,   /* end of input, or an input error (reported) */
-	IN_FULL,  /* the pipe holds cap bytes, or is full */
-	IN_IDLE,  /* the input has nothing right now */
-};
-
-/* One splice from the input into the pipe whose write end is fd and which
- * holds *held bytes (of at most e->kp_cap): the bytes go to *held and
- * bytes_in. */
-static enum in_step input_splice(struct pt_engine *e, int fd, uint64_t *held)
-{
-	size_t want = e->kp_cap - *held < e->o->block ? e->kp_cap - *held : e->o->block;
-	if (!want)
-		return IN_FULL;
-	ssize_t got;
-	enum input_took took;
-	do {
-		got = splice(e->in_fd, NULL, fd, NULL, want,
-		             SPLICE_F_MOVE | SPLICE_F_NONBLOCK | SPLICE_F_MORE);
-		took = input_took(e, got);
-	} while (took == INPUT_RETRY);
-	if (took == INPUT_MOVED) {
-		*held += (uint64_t)got;
-		return IN_MOVED;
-	}
-	if (took == INPUT_END)
-		return IN_END;
-	return fd_ready(fd, POLLOUT) ? IN_IDLE : IN_FULL;
-}
-
-static void *direct_input_main(void *p)
-{
-	struct pt_engine *e = p;
-	struct pt_output *out = &e->outs[0];
-	struct kchain *k = out->chain;
-	uint64_t w = 0, in_w = 0; /* pipe being filled, bytes in it */
-
-	while (!atomic_load(&e->fatal) && running(out)) {
-		bool was_empty = in_w == 0;
-		enum in_step st = input_splice(e, chain_wfd(k, w), &in_w);
-		if (st == IN_MOVED) {
-			if (was_empty)
-				efd_signal(k->data_efd); /* the output may wait on this pipe */
-			continue;
-		}
-		if (st == IN_END)
-			break;
-		if (st == IN_IDLE) {
-			wait_either(e->in_fd, POLLIN, -1);
-			continue;
-		}
-		/* This pipe is full (or holds cap bytes): hand it over, take the next. */
-		chain_fill(k, w, in_w);
-		chains_advance(e, ++w);
-		in_w = 0;
-		chain_grow(e, k, w);
-		chain_wait_room(e, out, w);
-	}
-	chains_end(e, w, in_w);
-	thread_finished(e);
-	return NULL;
-}
-
-/* Some running output has at most one published pipe left to drain. */
-static bool outputs_hungry(struct pt_engine *e, uint64_t w)
-{
-	for (int i = 0; i < e->n; i++)
-		if (running(&e->outs[i]) && w - atomic_load(&e->outs[i].chain->rseq) <= 1)
-			return true;
-	return false;
-}
-
-/* Hand the stage's `bytes` to pipe w of every running output's chain (see
- * above).  false when no output is left or on a fatal error. */
-static bool stage_hand_over(struct pt_engine *e, uint64_t w, uint64_t bytes)
-{
-	int last = -1;
-	for (int i = 0; i < e->n; i++) {
-		if (!running(&e->outs[i]))
-			continue;
-		chain_grow(e, e->outs[i].chain, w);
-		chain_wait_room(e, &e->outs[i], w);
-		if (running(&e->outs[i]))
-			last = i;
-	}
-	if (last < 0 || atomic_load(&e->fatal))
-		return false;
-	for (int i = 0; i <= last; i++) {
-		struct pt_output *out = &e->outs[i];
-		struct kchain *k = out->chain;
-		if (!running(out) && i != last)
-			continue;
-		int dst = chain_wfd(k, w);
-		ssize_t m;
-		do
-			m = i == last ? splice(e->stage[0], NULL, dst, NULL, bytes,
-			                       SPLICE_F_MOVE | SPLICE_F_NONBLOCK)
-			              : tee(e->stage[0], dst, bytes, SPLICE_F_NONBLOCK);
-		while (m < 0 && errno == EINTR);
-		if (m != (ssize_t)bytes) { /* cannot happen: dst is empty and as big */
-			pt_msg("%s to %s moved %zd of %llu bytes: %s", i == last ? "splice" : "tee",
-			       out->name, m, (unsigned long long)bytes,
-			       m < 0 ? strerror(errno) : "short");
-			set_fatal(e);
-			return false;
-		}
-		chain_fill(k, w, bytes);
-	}
-	chains_advance(e, w + 1);
-	return true;
-}
-
-static void *tee_input_main(void *p)
-{
-	struct pt_engine *e = p;
-	uint64_t w = 0, staged = 0; /* next pipe of every chain, bytes in the stage */
-	bool more = true;
-
-	while (more && !atomic_load(&e->fatal)) {
-		enum in_step st = input_splice(e, e->stage[1], &staged);
-		if (st == IN_MOVED)
-			continue;
-		if (st == IN_END)
-			break;
-		if (st == IN_IDLE && (!staged || !outputs_hungry(e, w))) {
-			/* The input is not ready, and nothing presses: wait for
-			 * it, or for an output to move on to its next pipe. */
-			wait_either(e->in_fd, POLLIN, e->room_efd);
-			continue;
-		}
-		more = stage_hand_over(e, w, staged);
-		w += more;
-		staged = 0;
-	}
-	/* What was read before the end (or an input error) still goes out. */
-	if (staged && more && !atomic_load(&e->fatal) && stage_hand_over(e, w, staged))
-		w++;
-	/* Pipe w's previous lap may still be draining: its filled[] is not
-	 * ours to set before it is done. */
-	for (int i = 0; i < e->n; i++)
-		chain_wait_room(e, &e->outs[i], w);
-	chains_end(e, w, 0);
-	thread_finished(e);
-	return NULL;
-}
-
-/* A dropped output's chain: give back the pages it holds (what the input
- * hands over after this is at most one more round). */
-static void chain_discard(struct pt_engine *e, struct kchain *k)
-{
-	for (int i = 0; i < atomic_load(&k->made); i++)
-		while (splice(k->fd[i][0], NULL, e->sink_fd, NULL, KP_CAP, SPLICE_F_NONBLOCK) > 0)
-			;
-}
-
-static void *direct_output_main(void *p)
-{
-	struct out_arg *a = p;
-	struct pt_engine *e = a->e;
-	struct pt_output *out = a->out;
-	struct kchain *k = out->chain;
-	uint64_t r = 0, done = 0; /* pipe being drained, bytes taken from it */
-
-	while (!atomic_load(&e->fatal)) {
-		int idx = (int)(r % (uint64_t)atomic_load(&k->n));
-		int rfd = idx < atomic_load(&k->made) ? k->fd[idx][0] : -1; /* -1: not made yet */
-		/* filled first: the input publishes it before wseq (a handover)
-		 * or eof (the end), so one of those follows once it is seen. */
-		uint64_t filled = atomic_load(&k->filled[idx]);
-		if (filled != OPEN_PIPE && done == filled) {
-			if (atomic_load(&e->kp_wseq) == r) {
-				if (atomic_load(&e->kp_eof)) { /* the last pipe, drained */
-					output_finished(e, out, PT_OUT_DONE);
-					break;
-				}
-				/* The input is between storing filled and eof. */
-				wait_either(rfd, POLLIN, k->data_efd);
-				continue;
-			}
-			atomic_store(&k->filled[idx], OPEN_PIPE);
-			atomic_store(&k->rseq, ++r);
-			done = 0;
-			efd_signal(e->room_efd);
-			continue;
-		}
-		if (rfd < 0) { /* the input has not reached this pipe yet */
-			wait_either(-1, POLLIN, k->data_efd);
-			continue;
-		}
-		size_t len = e->o->block;
-		if (filled != OPEN_PIPE && filled - done < len)
-			len = (size_t)(filled - done);
-		ssize_t n = splice(rfd, NULL, out->fd, NULL, len,
-		                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-		if (n > 0) {
-			done += (uint64_t)n;
-			atomic_fetch_add(&out->written, (uint64_t)n);
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n == 0 || errno == EAGAIN) {
-			if (!fd_ready(rfd, POLLIN))
-				wait_either(rfd, POLLIN, k->data_efd); /* pipe empty */
-			else
-				wait_either(out->fd, POLLOUT, -1); /* the output is not ready */
-			continue;
-		}
-		output_dropped(e, out, errno);
-		if (e->sink_fd >= 0)
-			chain_discard(e, k);
-		break;
-	}
-	efd_signal(e->room_efd); /* the input thread may wait for room */
-	thread_finished(e);
-	return NULL;
-}
-
-/* Can splice(2) take this descriptor (as an input, or as an output)? */
-static bool spliceable(int fd, bool output)
-{
-	struct stat st;
-	if (fstat(fd, &st) != 0)
-		return false;
-	if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))
-		return true;
-	if (S_ISREG(st.st_mode))
-		return !output || !(fcntl(fd, F_GETFL) & O_APPEND);
-	return output && S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 &&
-	       minor(st.st_rdev) == 3; /* /dev/null */
-}
-
-static void chain_free(struct kchain *k)
-{
-	for (int i = 0; i < atomic_load(&k->made); i++) {
-		close(k->fd[i][0]);
-		close(k->fd[i][1]);
-	}
-	if (k->data_efd >= 0)
-		close(k->data_efd);
-	free(k);
-}
-
-/* Everything the kernel paths made, released (setup failed, or the end). */
-static void kernel_path_free(struct pt_engine *e)
-{
-	for (int i = 0; i < e->n; i++) {
-		if (e->outs[i].chain)
-			chain_free(e->outs[i].chain);
-		e->outs[i].chain = NULL;
-	}
-	int *fds[] = { &e->stage[0], &e->stage[1], &e->room_efd, &e->sink_fd };
-	for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++) {
-		if (*fds[i] >= 0)
-			close(*fds[i]);
-		*fds[i] = -1;
-	}
-}
-
-
-/* A chain of up to n kernel pipes of cap bytes for an output; the first
- * is made now (so that a kernel that refuses pipes of cap bytes is seen
- * before the path is chosen), the others by chain_grow. */
-static struct kchain *chain_new(int n, int cap)
-{
-	struct kchain *k = calloc(1, sizeof *k);
-	if (!k)
-		return NULL;
-	atomic_init(&k->n, n);
-	for (int i = 0; i < n; i++)
-		atomic_init(&k->filled[i], OPEN_PIPE);
-	k->data_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	bool ok = k->data_efd >= 0 && kpipe(k->fd[0], cap);
-	if (k->fd[0][0] >= 0)
-		atomic_store(&k->made, 1); /* open: closed by chain_free, whatever else failed */
-	if (!ok) {
-		chain_free(k);
-		return NULL;
-	}
-	return k;
-}
-
-/* Set up a kernel path if one applies.  true when it does. */
-static bool direct_setup(struct pt_engine *e, const struct pt_opts *o)
-{
-	e->stage[0] = e->stage[1] = e->room_efd = e->sink_fd = -1;
-	if (o->no_splice || o->start_pct || o->resume_pct != 100 || !spliceable(e->in_fd, false))
-		return false;
-	for (int i = 0; i < e->n; i++)
-		if (e->outs[i].rate || !spliceable(e->outs[i].fd, true))
-			return false;
-	uint64_t per_chain = (o->memory + KP_CAP - 1) / KP_CAP;
-	if (per_chain > KP_MAX)
-		return false;
-	/* Two descriptors a pipe, and room left for what the process opens
-	 * later (none of it on these paths, but libc may). */
-	struct rlimit rl;
-	uint64_t fds_needed = 2 * per_chain * (uint64_t)e->n + 8;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-	    fds_needed + 64 > rl.rlim_cur)
-		return false;
-	/* A memory limit under 1 MiB is one smaller pipe a chain: a power of
-	 * two at most the limit, which is what F_SETPIPE_SZ grants exactly. */
-	e->kp_cap = KP_CAP;
-	while ((uint64_t)e->kp_cap > o->memory && e->kp_cap > PP_PAGE_SIZE)
-		e->kp_cap /= 2;
-	e->room_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	bool ok = e->room_efd >= 0;
-	if (ok && e->n > 1) {
-		ok = kpipe(e->stage, e->kp_cap);
-		e->sink_fd = ok ? open("/dev/null", O_WRONLY | O_CLOEXEC) : -1;
-		ok = ok && e->sink_fd >= 0;
-	}
-	for (int i = 0; ok && i < e->n; i++)
-		ok = (e->outs[i].chain = chain_new((int)per_chain, e->kp_cap)) != NULL;
-	if (!ok) {
-		kernel_path_free(e);
-		return false;
-	}
-	e->direct = true;
-	return true;
 }
 
 /* The smallest power-of-two byte size >= n (n <= 2^31). */
@@ -960,6 +453,12 @@ static void close_pipes(struct pt_engine *e)
 	if (e->in_w)
 		pp_close(e->in_w);
 	e->in_r = e->in_w = NULL;
+}
+
+/* The pagepipe path's release: after the join. */
+static void pagepipe_release(struct pt_engine *e)
+{
+	close_pipes(e);
 }
 
 /* A pagepipe of `size` bytes in ends: 0, or -1 with errno and nothing made. */
@@ -1061,6 +560,25 @@ static int open_outputs(struct pt_engine *e)
 	return e->n > 0 ? 0 : -1;
 }
 
+/*
+ * Choose the data path first, then build only what it uses.  The kernel
+ * paths when no option needs the data in this process's memory (a rate
+ * limit, watermarks, --no-splice) and the kernel path can be had
+ * (pt_kernel_setup: the descriptors, the kernel's pipes); otherwise the
+ * pagepipe path, which takes any run.  0, or -1 with a message printed.
+ */
+static int choose_path(struct pt_engine *e)
+{
+	const struct pt_opts *o = e->o;
+	bool in_memory = o->no_splice || o->start_pct || o->resume_pct != 100;
+	for (int i = 0; i < e->n; i++)
+		in_memory = in_memory || e->outs[i].rate;
+	if (!in_memory && pt_kernel_setup(e))
+		return 0;
+	e->path = PT_PATH_PAGEPIPE;
+	return pagepipe_setup(e);
+}
+
 int pt_engine_init(struct pt_engine *e, const struct pt_opts *o)
 {
 	/* *e starts zeroed (a static); no memset: the signal thread may
@@ -1069,7 +587,6 @@ int pt_engine_init(struct pt_engine *e, const struct pt_opts *o)
 	e->limit = o->memory;
 	e->quiet = o->quiet;
 	e->in_fd = -1;
-	e->stage[0] = e->stage[1] = e->room_efd = e->sink_fd = -1;
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_cond_init(&e->cv, NULL);
 	pthread_cond_init(&e->main_cv, NULL);
@@ -1077,29 +594,34 @@ int pt_engine_init(struct pt_engine *e, const struct pt_opts *o)
 	e->in_fd = pt_open_input(o->input, e->in_name, sizeof e->in_name, &e->in_size);
 	if (e->in_fd < 0 || open_outputs(e) != 0)
 		return 1;
-	/* Choose the path first, then build only what it uses. */
-	if (direct_setup(e, o))
-		return 0;
-	return pagepipe_setup(e) == 0 ? 0 : 1;
+	return choose_path(e) == 0 ? 0 : 1;
 }
+
+/* Each path's threads and release, by enum pt_path. */
+static const struct {
+	void *(*input_main)(void *engine);
+	void *(*output_main)(void *out_arg);
+	void (*release)(struct pt_engine *e);
+} paths[] = {
+	[PT_PATH_PAGEPIPE] = { input_main, output_main, pagepipe_release },
+	[PT_PATH_SPLICE] = { pt_splice_input_main, pt_kernel_output_main, pt_kernel_release },
+	[PT_PATH_TEE] = { pt_tee_input_main, pt_kernel_output_main, pt_kernel_release },
+};
 
 int pt_engine_start(struct pt_engine *e)
 {
-	static struct out_arg args[PT_MAX_OUTPUTS];
+	static struct pt_out_arg args[PT_MAX_OUTPUTS];
 	atomic_store(&e->running, e->n + 1);
 	for (int i = 0; i < e->n; i++) {
-		args[i] = (struct out_arg){ e, &e->outs[i] };
-		int rc = pthread_create(&e->outs[i].thread, NULL,
-		                        e->direct ? direct_output_main : output_main, &args[i]);
+		args[i] = (struct pt_out_arg){ e, i };
+		int rc = pthread_create(&e->outs[i].thread, NULL, paths[e->path].output_main, &args[i]);
 		if (rc) {
 			errno = rc;
 			return -1;
 		}
 		e->outs[i].started = true;
 	}
-	void *(*in_main)(void *) = !e->direct ? input_main
-	                           : e->n == 1 ? direct_input_main : tee_input_main;
-	int rc = pthread_create(&e->in_thread, NULL, in_main, e);
+	int rc = pthread_create(&e->in_thread, NULL, paths[e->path].input_main, e);
 	if (rc) {
 		errno = rc;
 		return -1;
@@ -1144,6 +666,5 @@ void pt_engine_join(struct pt_engine *e)
 	for (int i = 0; i < e->n; i++)
 		if (e->outs[i].started)
 			pthread_join(e->outs[i].thread, NULL);
-	close_pipes(e);
-	kernel_path_free(e);
+	paths[e->path].release(e);
 }

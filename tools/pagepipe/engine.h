@@ -5,9 +5,10 @@
  * and fans each block out by reference (pp_fanout) to one pagepipe per
  * output; one thread per output writes its pipe's pages to the output
  * descriptor.  When every descriptor is one splice(2) takes, the kernel
- * paths of engine.c replace the pagepipes with chains of kernel pipes
- * (splice for one output, tee for several).  The front end (main.c) owns signals, progress and exit
- * status; it reads the counters here while the threads run.
+ * paths of engine_kernel.c replace the pagepipes with chains of kernel
+ * pipes (splice for one output, tee for several).  The front end (main.c)
+ * owns signals, progress and exit status; it reads the counters here while
+ * the threads run.
  */
 #ifndef PAGEPIPE_TOOL_ENGINE_H
 #define PAGEPIPE_TOOL_ENGINE_H
@@ -25,6 +26,13 @@ enum pt_out_state {
 	PT_OUT_RUNNING,
 	PT_OUT_DONE,    /* wrote everything and reached end of input */
 	PT_OUT_DROPPED, /* failed (err) and was dropped */
+};
+
+/* The data paths (the words are what --stats says). */
+enum pt_path {
+	PT_PATH_PAGEPIPE, /* "through the buffer": pagepipes, fan-out by reference */
+	PT_PATH_SPLICE,   /* "by splice(2)": one output, a chain of kernel pipes */
+	PT_PATH_TEE,      /* "by tee(2) and splice(2)": several outputs, a chain each */
 };
 
 enum pt_input_state {
@@ -49,7 +57,6 @@ struct pt_output {
 	int err;               /* errno that dropped it; valid once state is DROPPED */
 	/* Input thread only. */
 	bool fed;              /* still in the fan-out list */
-	struct kchain *chain;  /* kernel paths: its chain of kernel pipes (engine.c) */
 };
 
 struct pt_engine {
@@ -63,14 +70,8 @@ struct pt_engine {
 	struct pp_end *in_r, *in_w;     /* the input pipe, input thread only */
 	pthread_t in_thread;
 	uint64_t limit;                  /* memory limit in bytes */
-	bool direct;                     /* a kernel path: splice (1 output) or tee (engine.c) */
-	int kp_cap;                      /* its kernel pipes' size in bytes */
-	int stage[2];                    /* tee path: the input thread's stage pipe */
-	int room_efd;                    /* kernel paths: outputs -> input, "a pipe is free" */
-	_Atomic uint64_t kp_wseq;        /* kernel paths: the pipe every chain fills next
-	                                  * (free-running; input thread) */
-	_Atomic bool kp_eof;             /* kernel paths: filled[kp_wseq % n] is the last */
-	int sink_fd;                     /* tee path: /dev/null, to discard a dropped output's data */
+	enum pt_path path;               /* the data path chosen */
+	void *state;                     /* the kernel path's own state (engine_kernel.c) */
 
 	/* Counters and states, atomics: one writer each, anyone reads. */
 	_Atomic uint64_t bytes_in;       /* input thread */

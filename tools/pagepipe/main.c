@@ -131,11 +131,16 @@ static void draw_progress(struct pt_engine *e, struct progress *p, bool final)
 
 static void print_stats(struct pt_engine *e, double secs)
 {
+	static const char *const path_words[] = {
+		[PT_PATH_PAGEPIPE] = "through the buffer",
+		[PT_PATH_SPLICE] = "by splice(2)",
+		[PT_PATH_TEE] = "by tee(2) and splice(2)",
+	};
 	char a[32], b[32];
 	uint64_t in = atomic_load(&e->bytes_in);
 	pt_msg("%llu bytes (%s) in %.3f s, %s/s, %s%s", (unsigned long long)in,
 	       human(a, 32, (double)in), secs, human(b, 32, secs > 0 ? (double)in / secs : 0),
-	       !e->direct ? "through the buffer" : e->n == 1 ? "by splice(2)" : "by tee(2) and splice(2)",
+	       path_words[e->path],
 	       atomic_load(&e->input_state) == PT_INPUT_FAILED ? ", input failed" : "");
 	for (int i = 0; i < e->n; i++) {
 		const struct pt_output *out = &e->outs[i];

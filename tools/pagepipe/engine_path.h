@@ -1,0 +1,82 @@
+/*
+ * engine_path.h - inside the pagepipe command's engine: what the engine
+ * front (engine.c) and the data paths offer each other.  main.c does not
+ * see this; it has engine.h.
+ *
+ * A data path is a file with its own state: a setup that builds the path
+ * (the front calls it once it has chosen the path), the input thread's and
+ * the output threads' main functions (the front starts them), and a release
+ * (the front calls it after joining them); so far the kernel paths
+ * (engine_kernel.c) are such a file, while the pagepipe path is still in
+ * engine.c with its state in struct pt_engine.  The front keeps in struct
+ * pt_engine what every path shares, and offers the paths the helpers below
+ * for the steps that mean the same on every path: an output finished or
+ * failed, what a read from the input means, the input stopped, a thread
+ * finished, a fatal error, waiting for a descriptor.
+ */
+#ifndef PAGEPIPE_TOOL_ENGINE_PATH_H
+#define PAGEPIPE_TOOL_ENGINE_PATH_H
+
+#include <sys/types.h>
+
+#include "engine.h"
+
+/* An output thread's argument: the engine and the output's index. */
+struct pt_out_arg {
+	struct pt_engine *e;
+	int i;
+};
+
+/* ---- the front, for the paths (engine.c) ---------------------------- */
+
+static inline bool pt_out_running(const struct pt_output *out)
+{
+	return atomic_load(&out->state) == PT_OUT_RUNNING;
+}
+
+/* An output is finished (PT_OUT_DONE, or PT_OUT_DROPPED after its error
+ * was reported): its descriptor is closed and its state set. */
+void pt_output_finished(struct pt_engine *e, struct pt_output *out, int state);
+
+/* An output's descriptor failed with err: report it as --output-error
+ * says, and drop the output. */
+void pt_output_dropped(struct pt_engine *e, struct pt_output *out, int err);
+
+enum pt_input_took {
+	PT_TOOK_MOVED, /* bytes came in (counted in bytes_in) */
+	PT_TOOK_END,   /* end of input, or an input error (reported) */
+	PT_TOOK_AGAIN, /* the input has nothing right now (EAGAIN) */
+	PT_TOOK_RETRY, /* interrupted (EINTR): read again */
+};
+
+/* What a read from the input that returned n (-1 with errno) means; the
+ * bytes are counted and the end or the error recorded here. */
+enum pt_input_took pt_input_took(struct pt_engine *e, ssize_t n);
+
+/* The input thread stops reading: unless the input ended or failed (no
+ * output is left, or an error is fatal), the input counts as ended. */
+void pt_input_stopped(struct pt_engine *e);
+
+/* The calling thread (input or output) is done: the front may be waiting. */
+void pt_thread_finished(struct pt_engine *e);
+
+/* An error that ends the run now (exit status 1). */
+void pt_set_fatal(struct pt_engine *e);
+
+/* Wait up to 200 ms (so that a fatal error is noticed) for fd to be ready
+ * for events, or for the eventfd efd (-1: none) to be signalled, which
+ * this clears.  fd -1 waits for efd alone. */
+void pt_wait_fd(int fd, short events, int efd);
+
+/* ---- the kernel paths (engine_kernel.c) ----------------------------- */
+
+/* Build the kernel path if the descriptors and the kernel's limits allow
+ * it: true with e->path set to PT_PATH_SPLICE or PT_PATH_TEE and e->state
+ * its state; false with nothing made. */
+bool pt_kernel_setup(struct pt_engine *e);
+void *pt_splice_input_main(void *engine);
+void *pt_tee_input_main(void *engine);
+void *pt_kernel_output_main(void *out_arg);
+void pt_kernel_release(struct pt_engine *e);
+
+#endif
