@@ -1,63 +1,37 @@
 /*
- * engine.c - the pagepipe command's engine: the front, which opens the
- * endpoints, chooses the data path (the kernel paths of engine_kernel.c,
- * when they take the run) and runs its threads, and the pagepipe path:
+ * engine.c - the front of the pagepipe command's engine: it opens the
+ * input and the outputs, chooses the data path and builds it, starts,
+ * waits for and joins the threads, and owns what every path shares.
  *
- *                       +-- out pipe 1 --> output thread 1 --> fd 1
- *   input fd --> input pipe --(pp_fanout)
- *                       +-- out pipe 2 --> output thread 2 --> fd 2
+ * Two data paths, a file each, with their own state (the front holds it as
+ * e->state and never looks inside):
  *
- * The input thread reads a block from the input straight into pool pages
- * (pp_splice_from_fd), then moves the block to every output pipe by
- * reference (pp_fanout): one copy of the data in memory however many
- * outputs there are.  Each output thread takes its pipe's pages in place
- * (pp_peek), writes them to its descriptor with writev, and releases them
- * (pp_consume).  A page goes back to the pool when the slowest output has
- * written it, so each output lags behind on its own and the memory held is
- * the slowest output's backlog.
+ *   engine_pagepipe.c  input thread -> pagepipes, fanned out by reference
+ *                      (pp_fanout) -> one output thread per output; takes
+ *                      any run
+ *   engine_kernel.c    chains of kernel pipes, by splice(2) for one output
+ *                      and tee(2) for several; never calls libpagepipe
  *
- * Why peek + writev rather than pp_splice_to_fd: the output thread holds no
- * lock of its pipe while its descriptor blocks, so the input thread's
- * fan-out, which takes every output pipe's lock, never waits for a slow
- * output's write.
+ * The choice comes first and only the chosen path is built: the kernel
+ * path when no option needs the data in this process's memory and it can
+ * be had (see choose_path), otherwise the pagepipe path.
  *
- * Memory limit: the output pipes are sized to hold at least the limit, and
- * the input thread reads a block only while the pages in use (the pool's
- * count, i.e. real memory) plus that block fit under it.  -P/-p are
- * watermarks on the same count.
+ * Shared by both paths, here: the outputs and their counters and states,
+ * the input's count and state, the fatal error and the exit status (all
+ * read by the front end, main.c, while the threads run), and the steps
+ * that mean the same on either path (an output finished or failed, what a
+ * read from the input means, the input stopped, a thread finished); the
+ * paths reach them through engine_path.h.
  */
 #include <errno.h>
 #include <poll.h>
-#include <stdio.h>
 #include <string.h>
-#include <fcntl.h>
-#include <stdlib.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "endpoint.h"
 #include "engine_path.h"
-
-#define MAX_IOV 256
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* Pages held now: the memory the limit bounds (a block being read holds
- * its pages before the data arrives, and a trickling source a page per
- * chunk, so this is not the byte count). */
-static uint64_t pages_used(void)
-{
-	struct pp_pool_stats st;
-	pp_pool_stats(&st);
-	return (uint64_t)st.pages_in_use * PP_PAGE_SIZE;
-}
 
 uint64_t pt_engine_buffered(const struct pt_engine *e)
 {
@@ -65,46 +39,13 @@ uint64_t pt_engine_buffered(const struct pt_engine *e)
 	uint64_t in = atomic_load(&e->bytes_in), lo = in;
 	for (int i = 0; i < e->n; i++) {
 		uint64_t w = atomic_load(&e->outs[i].written);
-		if (atomic_load(&e->outs[i].state) == PT_OUT_RUNNING && w < lo)
+		if (pt_out_running(&e->outs[i]) && w < lo)
 			lo = w;
 	}
 	return in - lo;
 }
 
-/* ---- waiting for a state change ------------------------------------ */
-
-/* Tell waiters that a state changed (see the lock rule in engine.h). */
-static void notify(struct pt_engine *e)
-{
-	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load(&e->waiters)) {
-		pthread_mutex_lock(&e->mu);
-		pthread_cond_broadcast(&e->cv);
-		pthread_mutex_unlock(&e->mu);
-	}
-}
-
-/* Wait until ready(e, arg) holds (re-checked after every wakeup). */
-static void wait_until(struct pt_engine *e, bool (*ready)(struct pt_engine *, void *), void *arg)
-{
-	if (ready(e, arg))
-		return;
-	pthread_mutex_lock(&e->mu);
-	atomic_fetch_add(&e->waiters, 1);
-	atomic_thread_fence(memory_order_seq_cst);
-	while (!ready(e, arg)) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 100 * 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
-		pthread_cond_timedwait(&e->cv, &e->mu, &ts);
-	}
-	atomic_fetch_sub(&e->waiters, 1);
-	pthread_mutex_unlock(&e->mu);
-}
+/* ---- what every path shares --------------------------------------- */
 
 void pt_thread_finished(struct pt_engine *e)
 {
@@ -121,26 +62,6 @@ void pt_set_fatal(struct pt_engine *e)
 	atomic_store(&e->fatal, 1);
 	pthread_cond_broadcast(&e->main_cv);
 	pthread_mutex_unlock(&e->mu);
-}
-
-/* ---- the output threads -------------------------------------------- */
-
-static bool live_outputs(struct pt_engine *e)
-{
-	for (int i = 0; i < e->n; i++)
-		if (atomic_load(&e->outs[i].state) == PT_OUT_RUNNING)
-			return true;
-	return false;
-}
-
-/* -P: an output may write once the buffer is start_pct% full, the input
- * ended, or the input waits for room. */
-static bool start_ready(struct pt_engine *e, void *arg)
-{
-	(void)arg;
-	return atomic_load(&e->fatal) || atomic_load(&e->input_state) != PT_INPUT_READING ||
-	       atomic_load(&e->input_full) ||
-	       pt_engine_buffered(e) * 100 >= e->limit * (uint64_t)e->o->start_pct;
 }
 
 /* Decide what an output error means under --output-error. */
@@ -198,102 +119,6 @@ void pt_wait_fd(int fd, short events, int efd)
 		efd_clear(efd);
 }
 
-
-/* Sleep until `bytes` more may go out under the output's rate limit. */
-static void rate_wait(struct pt_output *out, uint64_t t0, uint64_t sent, size_t bytes)
-{
-	/* The output may send rate * elapsed bytes, plus one burst of 1/20 s. */
-	uint64_t burst = out->rate / 20;
-	uint64_t due = sent + bytes > burst ? sent + bytes - burst : 0;
-	uint64_t at = t0 + (uint64_t)((double)due * 1e9 / (double)out->rate);
-	uint64_t now = now_ns();
-	if (at > now) {
-		struct timespec ts = { (time_t)((at - now) / 1000000000u),
-			               (long)((at - now) % 1000000000u) };
-		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-			;
-	}
-}
-
-static void *output_main(void *p)
-{
-	struct pt_out_arg *a = p;
-	struct pt_engine *e = a->e;
-	struct pt_output *out = &e->outs[a->i];
-	struct iovec iov[MAX_IOV];
-	uint64_t t0 = 0;
-	size_t chunk = e->o->block;
-	bool gate_open = e->o->start_pct == 0;
-
-	if (out->rate) {
-		chunk = out->rate / 20;
-		if (chunk < 4096)
-			chunk = 4096;
-		if (chunk > e->o->block)
-			chunk = e->o->block;
-	}
-	for (;;) {
-		if (atomic_load(&e->fatal))
-			break;
-		if (!gate_open) {
-			wait_until(e, start_ready, NULL);
-			gate_open = true;
-		}
-		ssize_t nseg = pp_peek(out->r, iov, MAX_IOV);
-		if (nseg < 0) {
-			if (errno == EINTR)
-				continue;
-			pt_output_dropped(e, out, errno);
-			break;
-		}
-		if (nseg == 0) { /* end of input, everything written */
-			pt_output_finished(e, out, PT_OUT_DONE);
-			break;
-		}
-		/* Cut the segments to one chunk. */
-		size_t total = 0;
-		int k = 0;
-		while (k < nseg && total < chunk) {
-			if (total + iov[k].iov_len > chunk)
-				iov[k].iov_len = chunk - total;
-			total += iov[k].iov_len;
-			k++;
-		}
-		if (out->rate) {
-			if (!t0)
-				t0 = now_ns();
-			rate_wait(out, t0, atomic_load(&out->written), total);
-		}
-		ssize_t w = writev(out->fd, iov, k);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN) {
-				pt_wait_fd(out->fd, POLLOUT, -1); /* made non-blocking by someone else */
-				continue;
-			}
-			pt_output_dropped(e, out, errno);
-			break;
-		}
-		pp_consume(out->r, (size_t)w);
-		atomic_fetch_add(&out->written, (uint64_t)w);
-		notify(e);
-		/* -P again once this output has run its pipe empty. */
-		if (e->o->start_pct && atomic_load(&e->input_state) == PT_INPUT_READING &&
-		    !(pp_events(out->r) & POLLIN))
-			gate_open = false;
-	}
-	/* Closing the read end makes the next fan-out to it fail with EPIPE,
-	 * which is how the input thread learns to drop it. */
-	pp_close(out->r);
-	out->r = NULL;
-	notify(e);
-	pt_thread_finished(e);
-	return NULL;
-}
-
-/* ---- the input thread ---------------------------------------------- */
-
 /* The input failed: report and count its error. */
 static void input_error(struct pt_engine *e, int err)
 {
@@ -327,196 +152,7 @@ void pt_input_stopped(struct pt_engine *e)
 	atomic_compare_exchange_strong(&e->input_state, &reading, PT_INPUT_ENDED);
 }
 
-/* Room for one more block under the memory limit (and -p once full). */
-static bool room_ready(struct pt_engine *e, void *arg)
-{
-	(void)arg;
-	if (atomic_load(&e->fatal) || !live_outputs(e))
-		return true;
-	uint64_t used = pages_used();
-	if (used == 0)
-		return true;
-	bool fits = used + e->o->block + PP_PAGE_SIZE <= e->limit;
-	if (atomic_load(&e->input_full)) /* -p: wait for the fill to drop below the mark */
-		return fits && pt_engine_buffered(e) * 100 < e->limit * (uint64_t)e->o->resume_pct;
-	return fits;
-}
-
-/* Drop the outputs whose readers are gone; false when none is left. */
-static bool prune_outputs(struct pt_engine *e, struct pp_end **fed, int *nfed)
-{
-	int k = 0;
-	for (int i = 0; i < e->n; i++) {
-		struct pt_output *out = &e->outs[i];
-		if (!out->fed)
-			continue;
-		if (pp_events(out->w) & POLLERR) {
-			out->fed = false;
-			pp_close(out->w);
-			out->w = NULL;
-			continue;
-		}
-		fed[k++] = out->w;
-	}
-	*nfed = k;
-	return k > 0;
-}
-
-/* Move everything in the input pipe to every live output.  false once no
- * output is left. */
-static bool distribute(struct pt_engine *e, struct pp_end **fed, int *nfed)
-{
-	while (pp_nread(e->in_r) > 0) {
-		if (atomic_load(&e->fatal))
-			return false;
-		ssize_t m = pp_fanout(e->in_r, fed, *nfed, SIZE_MAX, 0);
-		if (m >= 0) {
-			notify(e);
-			continue;
-		}
-		if (errno == EINTR)
-			continue;
-		if (errno != EPIPE) {
-			pt_msg("fan-out: %s", strerror(errno));
-			pt_set_fatal(e);
-			return false;
-		}
-		if (!prune_outputs(e, fed, nfed))
-			return false;
-	}
-	return true;
-}
-
-static void *input_main(void *p)
-{
-	struct pt_engine *e = p;
-	struct pp_end *fed[PT_MAX_OUTPUTS];
-	int nfed;
-
-	prune_outputs(e, fed, &nfed);
-	while (nfed > 0 && !atomic_load(&e->fatal)) {
-		if (!room_ready(e, NULL)) {
-			atomic_store(&e->input_full, true);
-			notify(e); /* -P: a full buffer opens the outputs */
-			wait_until(e, room_ready, NULL);
-			atomic_store(&e->input_full, false);
-		}
-		ssize_t n = pp_splice_from_fd(e->in_fd, NULL, e->in_w, e->o->block, 0);
-		enum pt_input_took took = pt_input_took(e, n);
-		if (took == PT_TOOK_RETRY)
-			continue;
-		if (took == PT_TOOK_AGAIN) { /* an input someone else made non-blocking */
-			pt_wait_fd(e->in_fd, POLLIN, -1);
-			continue;
-		}
-		if (took == PT_TOOK_END)
-			break;
-		if (!distribute(e, fed, &nfed))
-			break;
-	}
-	pt_input_stopped(e);
-	/* End of input for every output: they drain their pipes and finish. */
-	for (int i = 0; i < e->n; i++) {
-		if (e->outs[i].w) {
-			pp_close(e->outs[i].w);
-			e->outs[i].w = NULL;
-		}
-		e->outs[i].fed = false;
-	}
-	notify(e);
-	pt_thread_finished(e);
-	return NULL;
-}
-
-/* The smallest power-of-two byte size >= n (n <= 2^31). */
-static size_t pow2_at_least(uint64_t n)
-{
-	size_t s = PP_PAGE_SIZE;
-	while (s < n)
-		s <<= 1;
-	return s;
-}
-
-/* Close every pagepipe end still open (setup failed, or the end of the run). */
-static void close_pipes(struct pt_engine *e)
-{
-	for (int i = 0; i < e->n; i++) {
-		if (e->outs[i].r)
-			pp_close(e->outs[i].r);
-		if (e->outs[i].w)
-			pp_close(e->outs[i].w);
-		e->outs[i].r = e->outs[i].w = NULL;
-		e->outs[i].fed = false;
-	}
-	if (e->in_r)
-		pp_close(e->in_r);
-	if (e->in_w)
-		pp_close(e->in_w);
-	e->in_r = e->in_w = NULL;
-}
-
-/* The pagepipe path's release: after the join. */
-static void pagepipe_release(struct pt_engine *e)
-{
-	close_pipes(e);
-}
-
-/* A pagepipe of `size` bytes in ends: 0, or -1 with errno and nothing made. */
-static int make_pipe(struct pp_end *ends[2], size_t size)
-{
-	if (pp_pipe(ends, PP_NOSIGPIPE) != 0)
-		return -1;
-	if (pp_setsize(ends[1], size) < 0) {
-		int err = errno;
-		pp_close(ends[0]);
-		pp_close(ends[1]);
-		errno = err;
-		return -1;
-	}
-	return 0;
-}
-
-/* Set up the pagepipe path: the input pipe and one pipe per output.  0, or
- * -1 with a message printed and nothing left made. */
-static int pagepipe_setup(struct pt_engine *e)
-{
-	const struct pt_opts *o = e->o;
-	/* Output pipes big enough for the whole limit; the input pipe for one block. */
-	size_t out_size = pow2_at_least(o->memory);
-	size_t in_size = pow2_at_least(o->block);
-	struct pp_end *ends[2];
-	if (pp_setmaxsize(out_size) < 0) {
-		pt_msg("cannot allow pipes of %zu bytes: %s", out_size, strerror(errno));
-		return -1;
-	}
-	if (make_pipe(ends, in_size) != 0) {
-		pt_msg("cannot make the input pipe: %s", strerror(errno));
-		return -1;
-	}
-	e->in_r = ends[0];
-	e->in_w = ends[1];
-	for (int i = 0; i < e->n; i++) {
-		struct pt_output *out = &e->outs[i];
-		if (make_pipe(ends, out_size) != 0) {
-			pt_msg("cannot make a pipe for %s: %s", out->name, strerror(errno));
-			close_pipes(e);
-			return -1;
-		}
-		out->r = ends[0];
-		out->w = ends[1];
-		out->fed = true;
-	}
-	/*
-	 * Keep every drained page for reuse, up to the limit: a page is mapped
-	 * only when none is idle, so the pages mapped (in use + idle) never
-	 * exceed the most ever in use, which the limit bounds.  Without this a
-	 * backlog beyond the cache costs a fault to map and a TLB shootdown to
-	 * unmap every page.  The front end trims the cache once the buffer has
-	 * stayed empty, so memory is held only while data waits.
-	 */
-	pp_pool_setcache((long)(o->memory / PP_PAGE_SIZE));
-	return 0;
-}
+/* ---- choosing and building the path -------------------------------- */
 
 /* How many outputs are standard output (each closes it only if alone). */
 static int stdout_users(const struct pt_opts *o)
@@ -575,8 +211,7 @@ static int choose_path(struct pt_engine *e)
 		in_memory = in_memory || e->outs[i].rate;
 	if (!in_memory && pt_kernel_setup(e))
 		return 0;
-	e->path = PT_PATH_PAGEPIPE;
-	return pagepipe_setup(e);
+	return pt_pagepipe_setup(e);
 }
 
 int pt_engine_init(struct pt_engine *e, const struct pt_opts *o)
@@ -588,7 +223,6 @@ int pt_engine_init(struct pt_engine *e, const struct pt_opts *o)
 	e->quiet = o->quiet;
 	e->in_fd = -1;
 	pthread_mutex_init(&e->mu, NULL);
-	pthread_cond_init(&e->cv, NULL);
 	pthread_cond_init(&e->main_cv, NULL);
 
 	e->in_fd = pt_open_input(o->input, e->in_name, sizeof e->in_name, &e->in_size);
@@ -597,13 +231,15 @@ int pt_engine_init(struct pt_engine *e, const struct pt_opts *o)
 	return choose_path(e) == 0 ? 0 : 1;
 }
 
+/* ---- running the path's threads ------------------------------------ */
+
 /* Each path's threads and release, by enum pt_path. */
 static const struct {
 	void *(*input_main)(void *engine);
 	void *(*output_main)(void *out_arg);
 	void (*release)(struct pt_engine *e);
 } paths[] = {
-	[PT_PATH_PAGEPIPE] = { input_main, output_main, pagepipe_release },
+	[PT_PATH_PAGEPIPE] = { pt_pagepipe_input_main, pt_pagepipe_output_main, pt_pagepipe_release },
 	[PT_PATH_SPLICE] = { pt_splice_input_main, pt_kernel_output_main, pt_kernel_release },
 	[PT_PATH_TEE] = { pt_tee_input_main, pt_kernel_output_main, pt_kernel_release },
 };

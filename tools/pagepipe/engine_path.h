@@ -3,16 +3,15 @@
  * front (engine.c) and the data paths offer each other.  main.c does not
  * see this; it has engine.h.
  *
- * A data path is a file with its own state: a setup that builds the path
- * (the front calls it once it has chosen the path), the input thread's and
- * the output threads' main functions (the front starts them), and a release
- * (the front calls it after joining them); so far the kernel paths
- * (engine_kernel.c) are such a file, while the pagepipe path is still in
- * engine.c with its state in struct pt_engine.  The front keeps in struct
- * pt_engine what every path shares, and offers the paths the helpers below
- * for the steps that mean the same on every path: an output finished or
- * failed, what a read from the input means, the input stopped, a thread
- * finished, a fatal error, waiting for a descriptor.
+ * A data path is a file with its own state (engine_pagepipe.c,
+ * engine_kernel.c): a setup that builds the path (the front calls it once
+ * it has chosen the path), the input thread's and the output threads' main
+ * functions (the front starts them), and a release (the front calls it
+ * after joining them).  The front keeps in struct pt_engine what every
+ * path shares, and offers the paths the helpers below for the steps that
+ * mean the same on every path: an output finished or failed, what a read
+ * from the input means, the input stopped, a thread finished, a fatal
+ * error, waiting for a descriptor.
  */
 #ifndef PAGEPIPE_TOOL_ENGINE_PATH_H
 #define PAGEPIPE_TOOL_ENGINE_PATH_H
@@ -67,6 +66,16 @@ void pt_set_fatal(struct pt_engine *e);
  * for events, or for the eventfd efd (-1: none) to be signalled, which
  * this clears.  fd -1 waits for efd alone. */
 void pt_wait_fd(int fd, short events, int efd);
+
+/* ---- the pagepipe path (engine_pagepipe.c) -------------------------- */
+
+/* Build the pagepipe path (it takes any run): 0 with e->path set to
+ * PT_PATH_PAGEPIPE and e->state its state, or -1 with a message printed
+ * and nothing made. */
+int pt_pagepipe_setup(struct pt_engine *e);
+void *pt_pagepipe_input_main(void *engine);
+void *pt_pagepipe_output_main(void *out_arg);
+void pt_pagepipe_release(struct pt_engine *e);
 
 /* ---- the kernel paths (engine_kernel.c) ----------------------------- */
 

@@ -1,7 +1,9 @@
 /*
  * main.c - the pagepipe command's front end: options, signals, the
  * progress line, the closing statistics and the exit status.  The data
- * path is in engine.c; option parsing in opts.c.
+ * moves in the engine (engine.h: engine.c chooses and runs a data path,
+ * engine_pagepipe.c or engine_kernel.c); option parsing is in opts.c,
+ * opening the endpoints in endpoint.c.
  *
  * Threads: the main thread draws progress and waits for the end; one thread
  * waits for SIGINT/SIGTERM (blocked everywhere else) and ends the process
@@ -14,6 +16,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <pagepipe.h>
 
 #include "endpoint.h"
 #include "engine.h"
