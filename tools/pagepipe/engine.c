@@ -112,6 +112,19 @@ static void efd_clear(int efd)
 	(void)r;
 }
 
+struct timespec pt_deadline(int ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	return ts;
+}
+
 void pt_wait_fd(int fd, short events, int efd)
 {
 	struct pollfd p[2] = { { .fd = fd, .events = events }, { .fd = efd, .events = POLLIN } };
@@ -268,14 +281,7 @@ int pt_engine_start(struct pt_engine *e)
 
 bool pt_engine_wait(struct pt_engine *e, int ms)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
+	struct timespec ts = pt_deadline(ms);
 	pthread_mutex_lock(&e->mu);
 	while (atomic_load(&e->running) > 0 && !atomic_load(&e->fatal))
 		if (pthread_cond_timedwait(&e->main_cv, &e->mu, &ts) == ETIMEDOUT)

@@ -117,13 +117,7 @@ static void wait_until(struct pagepipe_path *p, bool (*ready)(struct pagepipe_pa
 	atomic_fetch_add(&p->waiters, 1);
 	atomic_thread_fence(memory_order_seq_cst);
 	while (!ready(p)) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 100 * 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
+		struct timespec ts = pt_deadline(100);
 		pthread_cond_timedwait(&p->cv, &p->mu, &ts);
 	}
 	atomic_fetch_sub(&p->waiters, 1);

@@ -17,6 +17,7 @@
 #define PAGEPIPE_TOOL_ENGINE_PATH_H
 
 #include <sys/types.h>
+#include <time.h>
 
 #include "engine.h"
 
@@ -61,6 +62,9 @@ void pt_thread_finished(struct pt_engine *e);
 
 /* An error that ends the run now (exit status 1). */
 void pt_set_fatal(struct pt_engine *e);
+
+/* The time ms milliseconds from now, as pthread_cond_timedwait takes it. */
+struct timespec pt_deadline(int ms);
 
 /* Wait up to 200 ms (so that a fatal error is noticed) for fd to be ready
  * for events, or for the eventfd efd (-1: none) to be signalled, which
