@@ -90,7 +90,7 @@ static void output_failed(struct pt_engine *e, struct pt_output *out, int err)
  * file when this output is done, not when the slowest sibling is.  A close
  * that fails (a delayed write error on NFS, a quota) is an output error.
  */
-void pt_output_finished(struct pt_engine *e, struct pt_output *out, int state)
+static void output_finished(struct pt_engine *e, struct pt_output *out, int state)
 {
 	if (out->own_fd && close(out->fd) != 0 && errno != EINTR && state == PT_OUT_DONE) {
 		output_failed(e, out, errno);
@@ -99,10 +99,15 @@ void pt_output_finished(struct pt_engine *e, struct pt_output *out, int state)
 	atomic_store(&out->state, state);
 }
 
+void pt_output_done(struct pt_engine *e, struct pt_output *out)
+{
+	output_finished(e, out, PT_OUT_DONE);
+}
+
 void pt_output_dropped(struct pt_engine *e, struct pt_output *out, int err)
 {
 	output_failed(e, out, err);
-	pt_output_finished(e, out, PT_OUT_DROPPED);
+	output_finished(e, out, PT_OUT_DROPPED);
 }
 
 static void efd_clear(int efd)

@@ -372,7 +372,7 @@ void *pt_kernel_output_main(void *out_arg)
 		if (filled != OPEN_PIPE && done == filled) {
 			if (atomic_load(&kp->wseq) == r) {
 				if (atomic_load(&kp->eof)) { /* the last pipe, drained */
-					pt_output_finished(e, out, PT_OUT_DONE);
+					pt_output_done(e, out);
 					break;
 				}
 				/* The input is between storing filled and eof. */

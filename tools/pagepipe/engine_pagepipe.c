@@ -26,8 +26,9 @@
  * watermarks on the same count.
  *
  * The engine front (engine.c) builds this path for every run the kernel
- * paths (engine_kernel.c) do not take: rate limits, watermarks,
- * --no-splice, descriptors splice(2) does not take, too few kernel pipes.
+ * paths (engine_kernel.c) do not take: a rate limit, watermarks,
+ * --no-splice, a descriptor splice(2) does not take, or kernel pipes or
+ * descriptors the kernel will not give.
  */
 #include <errno.h>
 #include <poll.h>
@@ -209,7 +210,7 @@ void *pt_pagepipe_output_main(void *out_arg)
 			break;
 		}
 		if (nseg == 0) { /* end of input, everything written */
-			pt_output_finished(e, out, PT_OUT_DONE);
+			pt_output_done(e, out);
 			break;
 		}
 		/* Cut the segments to one chunk. */

@@ -34,9 +34,9 @@ static inline bool pt_out_running(const struct pt_output *out)
 	return atomic_load(&out->state) == PT_OUT_RUNNING;
 }
 
-/* An output is finished (PT_OUT_DONE, or PT_OUT_DROPPED after its error
- * was reported): its descriptor is closed and its state set. */
-void pt_output_finished(struct pt_engine *e, struct pt_output *out, int state);
+/* An output wrote everything up to the end of input: its descriptor is
+ * closed (a close that fails drops it after all) and it is done. */
+void pt_output_done(struct pt_engine *e, struct pt_output *out);
 
 /* An output's descriptor failed with err: report it as --output-error
  * says, and drop the output. */
