@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine.h"
+#include "endpoint.h"
 
 /*
  * A kernel pipe on either side of the command is a 64 KiB window that costs

@@ -1,7 +1,9 @@
 /*
  * main.c - the pagepipe command's front end: options, signals, the
  * progress line, the closing statistics and the exit status.  The data
- * path is in engine.c; option parsing in opts.c.
+ * moves in the engine (engine.h: engine.c chooses and runs a data path,
+ * engine_pagepipe.c or engine_kernel.c); option parsing is in opts.c,
+ * opening the endpoints in endpoint.c.
  *
  * Threads: the main thread draws progress and waits for the end; one thread
  * waits for SIGINT/SIGTERM (blocked everywhere else) and ends the process
@@ -15,6 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <pagepipe.h>
+
+#include "endpoint.h"
 #include "engine.h"
 
 static struct pt_opts opts;
@@ -130,12 +135,17 @@ static void draw_progress(struct pt_engine *e, struct progress *p, bool final)
 
 static void print_stats(struct pt_engine *e, double secs)
 {
+	static const char *const path_words[] = {
+		[PT_PATH_PAGEPIPE] = "through the buffer",
+		[PT_PATH_SPLICE] = "by splice(2)",
+		[PT_PATH_TEE] = "by tee(2) and splice(2)",
+	};
 	char a[32], b[32];
 	uint64_t in = atomic_load(&e->bytes_in);
 	pt_msg("%llu bytes (%s) in %.3f s, %s/s, %s%s", (unsigned long long)in,
 	       human(a, 32, (double)in), secs, human(b, 32, secs > 0 ? (double)in / secs : 0),
-	       !e->direct ? "through the buffer" : e->n == 1 ? "by splice(2)" : "by tee(2) and splice(2)",
-	       atomic_load(&e->input_state) == 2 ? ", input failed" : "");
+	       path_words[e->path],
+	       atomic_load(&e->input_state) == PT_INPUT_FAILED ? ", input failed" : "");
 	for (int i = 0; i < e->n; i++) {
 		const struct pt_output *out = &e->outs[i];
 		int st = atomic_load(&out->state);

@@ -1,0 +1,26 @@
+/*
+ * endpoint.h - the pagepipe command's endpoints (endpoint.c): turn the
+ * input's and the outputs' names ("-", a path, tcp:...) into descriptors,
+ * and print the command's messages.
+ */
+#ifndef PAGEPIPE_TOOL_ENDPOINT_H
+#define PAGEPIPE_TOOL_ENDPOINT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Open the input: a descriptor, or -1 with a message printed.  name gets
+ * what messages call it; *size its bytes left to read, or -1 when unknown
+ * (anything but a regular file). */
+int pt_open_input(const char *spec, char *name, size_t namelen, int64_t *size);
+
+/* Open an output (created, truncated unless append): a descriptor, or -1
+ * with a message printed.  name gets what messages call it. */
+int pt_open_output(const char *spec, bool append, char *name, size_t namelen);
+
+/* "pagepipe: " + message on stderr, in one write(2), so that lines from
+ * several threads never interleave. */
+void pt_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

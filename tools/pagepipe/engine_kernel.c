@@ -1,0 +1,534 @@
+/*
+ * engine_kernel.c - the pagepipe command's kernel paths: splice(2) for one
+ * output, tee(2) and splice(2) for several, through chains of kernel pipes.
+ * This file never calls libpagepipe; the data never enters the process.
+ *
+ * When every descriptor is of a kind splice(2) takes and no output has a
+ * rate limit or watermarks, nothing needs the data in this process's
+ * memory: the kernel can move and share page references, as pv does for
+ * one output, and no byte is copied here.  Each output's buffer is then a
+ * chain of kernel pipes of up to 1 MiB each (the unprivileged
+ * pipe-max-size), used in turn like the slots of a ring:
+ *
+ *   one output:  input --splice--> kp[w % n]  ...  kp[r % n] --splice--> output
+ *
+ *   several:     input --splice--> stage --tee-->    chain 1 ... --> output 1
+ *                                        --tee-->    chain 2 ... --> output 2
+ *                                        --splice--> chain N ... --> output N
+ *
+ * With one output the input thread fills pipe w until it holds `cap` bytes
+ * or is full, publishes its byte count in filled[w % n] and moves to w + 1
+ * once the output thread has finished that pipe's previous lap (w - r < n).
+ *
+ * With several, the input thread fills a private stage pipe, then hands the
+ * whole stage to pipe w of every chain: tee(2) to all but the last output
+ * still running, splice(2) to the last.  Pipe w of each chain is empty and
+ * as large as the stage, so each call takes the whole stage (tee copies
+ * buffer for buffer), and every output sees the same bytes; the pages are
+ * shared, so the memory held is the slowest output's backlog, as on the
+ * pagepipe path.  The stage is handed over when full, at the end of input,
+ * or when the input has nothing more right now and some output is about
+ * to run dry (while every output has pipes queued, waiting to fill the
+ * stage costs nothing and keeps the rounds, hence the chains, full).
+ *
+ * Each output thread drains pipe r of its chain; once it has written
+ * filled[r % n] bytes it marks the pipe free and moves on.  Both sides
+ * splice with SPLICE_F_NONBLOCK and sleep in poll(2), so each can tell "my
+ * pipe is full/empty" from "the descriptor is not ready"; they wake each
+ * other through eventfds (data_efd per chain, room_efd for the input).
+ *
+ * The engine front (engine.c) tries this path when no option needs the
+ * data in memory; pt_kernel_setup takes it only when the input and every
+ * output are descriptors splice(2) takes, the whole memory limit can be had
+ * as kernel pipes for every output (the kernel caps an unprivileged user's
+ * pipes at pipe-user-pages-soft) and the descriptors fit well under
+ * RLIMIT_NOFILE; otherwise the front builds the pagepipe path.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "endpoint.h"
+#include "engine_path.h"
+
+#define KP_CAP (1 << 20)
+#define KP_MIN 4096 /* the smallest kernel pipe: a page */
+#define KP_MAX 512
+#define OPEN_PIPE UINT64_MAX /* filled[] of a pipe the input still fills */
+
+/*
+ * A chain's pipes are made as the input first reaches them (first lap), so
+ * a short stream pays for one pipe, not for -m of them.  made: pipes that
+ * exist, set by the input thread after making one; the output thread
+ * touches pipe r only once r < made.  n: pipes in the ring, the target
+ * until a pipe cannot be made (the kernel's pipe quota, descriptors): then
+ * the input sets n = made as it reaches index made, before any index that
+ * large was used, so r % n and w % n mean the same pipes to both sides
+ * before and after.
+ */
+struct kchain {
+	_Atomic int n;
+	_Atomic int made;
+	int fd[KP_MAX][2];
+	_Atomic uint64_t filled[KP_MAX]; /* input sets, output resets to OPEN_PIPE */
+	_Atomic uint64_t rseq;           /* pipe being drained (free-running) */
+	int data_efd;                    /* input -> this chain's output */
+};
+
+/* The kernel paths' state (the engine's e->state). */
+struct kernel_path {
+	struct pt_engine *e;
+	int cap;                              /* the kernel pipes' size in bytes */
+	int stage[2];                         /* tee: the input thread's stage pipe */
+	int room_efd;                         /* outputs -> input, "a pipe is free" */
+	int sink_fd;                          /* tee: /dev/null, to discard a dropped output's data */
+	_Atomic uint64_t wseq;                /* the pipe every chain fills next
+	                                       * (free-running; input thread) */
+	_Atomic bool eof;                     /* filled[wseq % n] is the last */
+	struct kchain *chain[PT_MAX_OUTPUTS]; /* output i's chain */
+};
+
+static void efd_signal(int efd)
+{
+	uint64_t one = 1;
+	ssize_t w = write(efd, &one, sizeof one);
+	(void)w;
+}
+
+static bool fd_ready(int fd, short events)
+{
+	struct pollfd p = { .fd = fd, .events = events };
+	return poll(&p, 1, 0) > 0 && (p.revents & events);
+}
+
+/* Wake every output thread that may wait for its chain's next pipe. */
+static void chains_signal(struct kernel_path *kp)
+{
+	for (int i = 0; i < kp->e->n; i++)
+		efd_signal(kp->chain[i]->data_efd);
+}
+
+/* End of data for every chain: pipe w, holding `last` bytes, is the last. */
+static void chains_end(struct kernel_path *kp, uint64_t w, uint64_t last)
+{
+	pt_input_stopped(kp->e);
+	for (int i = 0; i < kp->e->n; i++) {
+		struct kchain *k = kp->chain[i];
+		atomic_store(&k->filled[w % (uint64_t)atomic_load(&k->n)], last);
+	}
+	atomic_store(&kp->eof, true);
+	chains_signal(kp);
+}
+
+/* A kernel pipe of exactly cap bytes, or false. */
+static bool kpipe(int fd[2], int cap)
+{
+	if (pipe2(fd, O_CLOEXEC) != 0) {
+		fd[0] = fd[1] = -1;
+		return false;
+	}
+	return fcntl(fd[1], F_SETPIPE_SZ, cap) == cap; /* refused, or rounded */
+}
+
+/* Make pipe w of chain k if the input reaches it for the first time; if
+ * it cannot be made, the chain stops growing and wraps here (see struct
+ * kchain).  Input thread, before it waits for pipe w to be free: with the
+ * ring cut short, pipe w is an older pipe that may still be draining. */
+static void chain_grow(struct kernel_path *kp, struct kchain *k, uint64_t w)
+{
+	int made = atomic_load(&k->made);
+	if (w == (uint64_t)made && made < atomic_load(&k->n)) {
+		int *fd = k->fd[made];
+		if (kpipe(fd, kp->cap)) {
+			atomic_store(&k->made, made + 1);
+		} else {
+			if (fd[0] >= 0) {
+				close(fd[0]);
+				close(fd[1]);
+			}
+			atomic_store(&k->n, made);
+		}
+	}
+}
+
+/* The write end of pipe w of chain k (made by chain_grow). */
+static int chain_wfd(struct kchain *k, uint64_t w)
+{
+	return k->fd[w % (uint64_t)atomic_load(&k->n)][1];
+}
+
+/* Pipe w of chain k holds `bytes` (published to its output by chains_advance). */
+static void chain_fill(struct kchain *k, uint64_t w, uint64_t bytes)
+{
+	atomic_store(&k->filled[w % (uint64_t)atomic_load(&k->n)], bytes);
+}
+
+/* Every chain moves on to pipe w: after chain_fill of the pipes before it,
+ * so that an output that sees wseq move also sees its pipe's count. */
+static void chains_advance(struct kernel_path *kp, uint64_t w)
+{
+	atomic_store(&kp->wseq, w);
+	chains_signal(kp);
+}
+
+/* Wait until pipe w of output i's chain is free: its output finished the
+ * lap before (or stopped). */
+static void chain_wait_room(struct kernel_path *kp, int i, uint64_t w)
+{
+	struct kchain *k = kp->chain[i];
+	while (w - atomic_load(&k->rseq) >= (uint64_t)atomic_load(&k->n) &&
+	       !atomic_load(&kp->e->fatal) && pt_out_running(&kp->e->outs[i]))
+		pt_wait_fd(kp->room_efd, POLLIN, -1);
+}
+
+/* ---- the input thread ---------------------------------------------- */
+
+enum in_step {
+	IN_MOVED, /* bytes went in */
+	IN_END,   /* end of input, or an input error (reported) */
+	IN_FULL,  /* the pipe holds cap bytes, or is full */
+	IN_IDLE,  /* the input has nothing right now */
+};
+
+/* One splice from the input into the pipe whose write end is fd and which
+ * holds *held bytes (of at most kp->cap): the bytes go to *held and
+ * bytes_in. */
+static enum in_step input_splice(struct kernel_path *kp, int fd, uint64_t *held)
+{
+	struct pt_engine *e = kp->e;
+	size_t want = kp->cap - *held < e->o->block ? kp->cap - *held : e->o->block;
+	if (!want)
+		return IN_FULL;
+	ssize_t got;
+	enum pt_input_took took;
+	do {
+		got = splice(e->in_fd, NULL, fd, NULL, want,
+		             SPLICE_F_MOVE | SPLICE_F_NONBLOCK | SPLICE_F_MORE);
+		took = pt_input_took(e, got);
+	} while (took == PT_TOOK_RETRY);
+	if (took == PT_TOOK_MOVED) {
+		*held += (uint64_t)got;
+		return IN_MOVED;
+	}
+	if (took == PT_TOOK_END)
+		return IN_END;
+	return fd_ready(fd, POLLOUT) ? IN_IDLE : IN_FULL;
+}
+
+/* One output: the input thread splices straight into the output's chain. */
+void *pt_splice_input_main(void *engine)
+{
+	struct pt_engine *e = engine;
+	struct kernel_path *kp = e->state;
+	struct kchain *k = kp->chain[0];
+	uint64_t w = 0, in_w = 0; /* pipe being filled, bytes in it */
+
+	while (!atomic_load(&e->fatal) && pt_out_running(&e->outs[0])) {
+		bool was_empty = in_w == 0;
+		enum in_step st = input_splice(kp, chain_wfd(k, w), &in_w);
+		if (st == IN_MOVED) {
+			if (was_empty)
+				efd_signal(k->data_efd); /* the output may wait on this pipe */
+			continue;
+		}
+		if (st == IN_END)
+			break;
+		if (st == IN_IDLE) {
+			pt_wait_fd(e->in_fd, POLLIN, -1);
+			continue;
+		}
+		/* This pipe is full (or holds cap bytes): hand it over, take the next. */
+		chain_fill(k, w, in_w);
+		chains_advance(kp, ++w);
+		in_w = 0;
+		chain_grow(kp, k, w);
+		chain_wait_room(kp, 0, w);
+	}
+	chains_end(kp, w, in_w);
+	pt_thread_finished(e);
+	return NULL;
+}
+
+/* Some running output has at most one published pipe left to drain. */
+static bool outputs_hungry(struct kernel_path *kp, uint64_t w)
+{
+	for (int i = 0; i < kp->e->n; i++)
+		if (pt_out_running(&kp->e->outs[i]) && w - atomic_load(&kp->chain[i]->rseq) <= 1)
+			return true;
+	return false;
+}
+
+/* Hand the stage's `bytes` to pipe w of every running output's chain (see
+ * above).  false when no output is left or on a fatal error. */
+static bool stage_hand_over(struct kernel_path *kp, uint64_t w, uint64_t bytes)
+{
+	struct pt_engine *e = kp->e;
+	int last = -1;
+	for (int i = 0; i < e->n; i++) {
+		if (!pt_out_running(&e->outs[i]))
+			continue;
+		chain_grow(kp, kp->chain[i], w);
+		chain_wait_room(kp, i, w);
+		if (pt_out_running(&e->outs[i]))
+			last = i;
+	}
+	if (last < 0 || atomic_load(&e->fatal))
+		return false;
+	for (int i = 0; i <= last; i++) {
+		struct pt_output *out = &e->outs[i];
+		struct kchain *k = kp->chain[i];
+		if (!pt_out_running(out) && i != last)
+			continue;
+		int dst = chain_wfd(k, w);
+		ssize_t m;
+		do
+			m = i == last ? splice(kp->stage[0], NULL, dst, NULL, bytes,
+			                       SPLICE_F_MOVE | SPLICE_F_NONBLOCK)
+			              : tee(kp->stage[0], dst, bytes, SPLICE_F_NONBLOCK);
+		while (m < 0 && errno == EINTR);
+		if (m != (ssize_t)bytes) { /* cannot happen: dst is empty and as big */
+			pt_msg("%s to %s moved %zd of %llu bytes: %s", i == last ? "splice" : "tee",
+			       out->name, m, (unsigned long long)bytes,
+			       m < 0 ? strerror(errno) : "short");
+			pt_set_fatal(e);
+			return false;
+		}
+		chain_fill(k, w, bytes);
+	}
+	chains_advance(kp, w + 1);
+	return true;
+}
+
+/* Several outputs: the input thread fills the stage and hands it over. */
+void *pt_tee_input_main(void *engine)
+{
+	struct pt_engine *e = engine;
+	struct kernel_path *kp = e->state;
+	uint64_t w = 0, staged = 0; /* next pipe of every chain, bytes in the stage */
+	bool more = true;
+
+	while (more && !atomic_load(&e->fatal)) {
+		enum in_step st = input_splice(kp, kp->stage[1], &staged);
+		if (st == IN_MOVED)
+			continue;
+		if (st == IN_END)
+			break;
+		if (st == IN_IDLE && (!staged || !outputs_hungry(kp, w))) {
+			/* The input is not ready, and nothing presses: wait for
+			 * it, or for an output to move on to its next pipe. */
+			pt_wait_fd(e->in_fd, POLLIN, kp->room_efd);
+			continue;
+		}
+		more = stage_hand_over(kp, w, staged);
+		w += more;
+		staged = 0;
+	}
+	/* What was read before the end (or an input error) still goes out. */
+	if (staged && more && !atomic_load(&e->fatal) && stage_hand_over(kp, w, staged))
+		w++;
+	/* Pipe w's previous lap may still be draining: its filled[] is not
+	 * ours to set before it is done. */
+	for (int i = 0; i < e->n; i++)
+		chain_wait_room(kp, i, w);
+	chains_end(kp, w, 0);
+	pt_thread_finished(e);
+	return NULL;
+}
+
+/* ---- the output threads -------------------------------------------- */
+
+/* A dropped output's chain: give back the pages it holds (what the input
+ * hands over after this is at most one more round). */
+static void chain_discard(struct kernel_path *kp, struct kchain *k)
+{
+	for (int i = 0; i < atomic_load(&k->made); i++)
+		while (splice(k->fd[i][0], NULL, kp->sink_fd, NULL, KP_CAP, SPLICE_F_NONBLOCK) > 0)
+			;
+}
+
+void *pt_kernel_output_main(void *out_arg)
+{
+	struct pt_out_arg *a = out_arg;
+	struct pt_engine *e = a->e;
+	struct kernel_path *kp = e->state;
+	struct pt_output *out = &e->outs[a->i];
+	struct kchain *k = kp->chain[a->i];
+	uint64_t r = 0, done = 0; /* pipe being drained, bytes taken from it */
+
+	while (!atomic_load(&e->fatal)) {
+		int idx = (int)(r % (uint64_t)atomic_load(&k->n));
+		int rfd = idx < atomic_load(&k->made) ? k->fd[idx][0] : -1; /* -1: not made yet */
+		/* filled first: the input publishes it before wseq (a handover)
+		 * or eof (the end), so one of those follows once it is seen. */
+		uint64_t filled = atomic_load(&k->filled[idx]);
+		if (filled != OPEN_PIPE && done == filled) {
+			if (atomic_load(&kp->wseq) == r) {
+				if (atomic_load(&kp->eof)) { /* the last pipe, drained */
+					pt_output_done(e, out);
+					break;
+				}
+				/* The input is between storing filled and eof. */
+				pt_wait_fd(rfd, POLLIN, k->data_efd);
+				continue;
+			}
+			atomic_store(&k->filled[idx], OPEN_PIPE);
+			atomic_store(&k->rseq, ++r);
+			done = 0;
+			efd_signal(kp->room_efd);
+			continue;
+		}
+		if (rfd < 0) { /* the input has not reached this pipe yet */
+			pt_wait_fd(-1, POLLIN, k->data_efd);
+			continue;
+		}
+		size_t len = e->o->block;
+		if (filled != OPEN_PIPE && filled - done < len)
+			len = (size_t)(filled - done);
+		ssize_t n = splice(rfd, NULL, out->fd, NULL, len,
+		                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (n > 0) {
+			done += (uint64_t)n;
+			atomic_fetch_add(&out->written, (uint64_t)n);
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 0 || errno == EAGAIN) {
+			if (!fd_ready(rfd, POLLIN))
+				pt_wait_fd(rfd, POLLIN, k->data_efd); /* pipe empty */
+			else
+				pt_wait_fd(out->fd, POLLOUT, -1); /* the output is not ready */
+			continue;
+		}
+		pt_output_dropped(e, out, errno);
+		if (kp->sink_fd >= 0)
+			chain_discard(kp, k);
+		break;
+	}
+	efd_signal(kp->room_efd); /* the input thread may wait for room */
+	pt_thread_finished(e);
+	return NULL;
+}
+
+/* ---- setting up and releasing ----------------------------------------- */
+
+/* Can splice(2) take this descriptor (as an input, or as an output)? */
+static bool spliceable(int fd, bool output)
+{
+	struct stat st;
+	if (fstat(fd, &st) != 0)
+		return false;
+	if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))
+		return true;
+	if (S_ISREG(st.st_mode))
+		return !output || !(fcntl(fd, F_GETFL) & O_APPEND);
+	return output && S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 &&
+	       minor(st.st_rdev) == 3; /* /dev/null */
+}
+
+static void chain_free(struct kchain *k)
+{
+	for (int i = 0; i < atomic_load(&k->made); i++) {
+		close(k->fd[i][0]);
+		close(k->fd[i][1]);
+	}
+	if (k->data_efd >= 0)
+		close(k->data_efd);
+	free(k);
+}
+
+/* Everything the kernel path made, released (setup failed, or the end). */
+static void kernel_path_free(struct kernel_path *kp)
+{
+	for (int i = 0; i < kp->e->n; i++)
+		if (kp->chain[i])
+			chain_free(kp->chain[i]);
+	int fds[] = { kp->stage[0], kp->stage[1], kp->room_efd, kp->sink_fd };
+	for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	free(kp);
+}
+
+void pt_kernel_release(struct pt_engine *e)
+{
+	kernel_path_free(e->state);
+	e->state = NULL;
+}
+
+/* A chain of up to n kernel pipes of cap bytes for an output; the first
+ * is made now (so that a kernel that refuses pipes of cap bytes is seen
+ * before the path is chosen), the others by chain_grow. */
+static struct kchain *chain_new(int n, int cap)
+{
+	struct kchain *k = calloc(1, sizeof *k);
+	if (!k)
+		return NULL;
+	atomic_init(&k->n, n);
+	for (int i = 0; i < n; i++)
+		atomic_init(&k->filled[i], OPEN_PIPE);
+	k->data_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	bool ok = k->data_efd >= 0 && kpipe(k->fd[0], cap);
+	if (k->fd[0][0] >= 0)
+		atomic_store(&k->made, 1); /* open: closed by chain_free, whatever else failed */
+	if (!ok) {
+		chain_free(k);
+		return NULL;
+	}
+	return k;
+}
+
+bool pt_kernel_setup(struct pt_engine *e)
+{
+	const struct pt_opts *o = e->o;
+	if (!spliceable(e->in_fd, false))
+		return false;
+	for (int i = 0; i < e->n; i++)
+		if (!spliceable(e->outs[i].fd, true))
+			return false;
+	uint64_t per_chain = (o->memory + KP_CAP - 1) / KP_CAP;
+	if (per_chain > KP_MAX)
+		return false;
+	/* Two descriptors a pipe, and room left for what the process opens
+	 * later (none of it on these paths, but libc may). */
+	struct rlimit rl;
+	uint64_t fds_needed = 2 * per_chain * (uint64_t)e->n + 8;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    fds_needed + 64 > rl.rlim_cur)
+		return false;
+
+	struct kernel_path *kp = calloc(1, sizeof *kp);
+	if (!kp)
+		return false;
+	kp->e = e;
+	kp->stage[0] = kp->stage[1] = kp->sink_fd = -1;
+	/* A memory limit under 1 MiB is one smaller pipe a chain: a power of
+	 * two at most the limit, which is what F_SETPIPE_SZ grants exactly. */
+	kp->cap = KP_CAP;
+	while ((uint64_t)kp->cap > o->memory && kp->cap > KP_MIN)
+		kp->cap /= 2;
+	kp->room_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	bool ok = kp->room_efd >= 0;
+	if (ok && e->n > 1) {
+		ok = kpipe(kp->stage, kp->cap);
+		kp->sink_fd = ok ? open("/dev/null", O_WRONLY | O_CLOEXEC) : -1;
+		ok = ok && kp->sink_fd >= 0;
+	}
+	for (int i = 0; ok && i < e->n; i++)
+		ok = (kp->chain[i] = chain_new((int)per_chain, kp->cap)) != NULL;
+	if (!ok) {
+		kernel_path_free(kp);
+		return false;
+	}
+	e->state = kp;
+	e->path = e->n == 1 ? PT_PATH_SPLICE : PT_PATH_TEE;
+	return true;
+}

@@ -1,0 +1,440 @@
+/*
+ * engine_pagepipe.c - the pagepipe command's pagepipe path: the data goes
+ * through the library's pagepipes and pool pages, fanned out by reference.
+ *
+ *                       +-- out pipe 1 --> output thread 1 --> fd 1
+ *   input fd --> input pipe --(pp_fanout)
+ *                       +-- out pipe 2 --> output thread 2 --> fd 2
+ *
+ * The input thread reads a block from the input straight into pool pages
+ * (pp_splice_from_fd), then moves the block to every output pipe by
+ * reference (pp_fanout): one copy of the data in memory however many
+ * outputs there are.  Each output thread takes its pipe's pages in place
+ * (pp_peek), writes them to its descriptor with writev, and releases them
+ * (pp_consume).  A page goes back to the pool when the slowest output has
+ * written it, so each output lags behind on its own and the memory held is
+ * the slowest output's backlog.
+ *
+ * Why peek + writev rather than pp_splice_to_fd: the output thread holds no
+ * lock of its pipe while its descriptor blocks, so the input thread's
+ * fan-out, which takes every output pipe's lock, never waits for a slow
+ * output's write.
+ *
+ * Memory limit: the output pipes are sized to hold at least the limit, and
+ * the input thread reads a block only while the pages in use (the pool's
+ * count, i.e. real memory) plus that block fit under it.  -P/-p are
+ * watermarks on the same count.
+ *
+ * The engine front (engine.c) builds this path for every run the kernel
+ * paths (engine_kernel.c) do not take: a rate limit, watermarks,
+ * --no-splice, a descriptor splice(2) does not take, or kernel pipes or
+ * descriptors the kernel will not give.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include <pagepipe.h>
+
+#include "endpoint.h"
+#include "engine_path.h"
+
+#define MAX_IOV 256
+
+/* One output's pagepipe. */
+struct out_pipe {
+	struct pp_end *r; /* read end: the output's thread */
+	struct pp_end *w; /* write end: the input thread; NULL once out of the fan-out */
+};
+
+/* The pagepipe path's state (the engine's e->state). */
+struct pagepipe_path {
+	struct pt_engine *e;
+	struct pp_end *in_r, *in_w;          /* the input pipe, input thread only */
+	struct out_pipe out[PT_MAX_OUTPUTS]; /* output i's pipe */
+	_Atomic bool input_full;             /* input thread: waiting for the buffer to drain */
+
+	/*
+	 * Waits for buffer space or fill (the memory limit, watermarks).  Lock
+	 * rule: mu guards nothing but the condition variable's sleep; the
+	 * states waited for are atomics changed outside it.  A thread that
+	 * changes a state someone may wait on does a full fence and then
+	 * broadcasts if `waiters` is non-zero; a waiter increments `waiters`,
+	 * fences, and re-checks before sleeping, so no wakeup is lost.  Each
+	 * wait also times out after 100 ms as a second guard.
+	 */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	_Atomic int waiters;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Pages held now: the memory the limit bounds (a block being read holds
+ * its pages before the data arrives, and a trickling source a page per
+ * chunk, so this is not the byte count). */
+static uint64_t pages_used(void)
+{
+	struct pp_pool_stats st;
+	pp_pool_stats(&st);
+	return (uint64_t)st.pages_in_use * PP_PAGE_SIZE;
+}
+
+/* Close a pagepipe end if it is open, and forget it. */
+static void end_close(struct pp_end **end)
+{
+	if (*end)
+		pp_close(*end);
+	*end = NULL;
+}
+
+/* ---- waiting for a state change ------------------------------------ */
+
+/* Tell waiters that a state changed (see the lock rule above). */
+static void notify(struct pagepipe_path *p)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load(&p->waiters)) {
+		pthread_mutex_lock(&p->mu);
+		pthread_cond_broadcast(&p->cv);
+		pthread_mutex_unlock(&p->mu);
+	}
+}
+
+/* Wait until ready(p) holds (re-checked after every wakeup). */
+static void wait_until(struct pagepipe_path *p, bool (*ready)(struct pagepipe_path *))
+{
+	if (ready(p))
+		return;
+	pthread_mutex_lock(&p->mu);
+	atomic_fetch_add(&p->waiters, 1);
+	atomic_thread_fence(memory_order_seq_cst);
+	while (!ready(p)) {
+		struct timespec ts = pt_deadline(100);
+		pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+	}
+	atomic_fetch_sub(&p->waiters, 1);
+	pthread_mutex_unlock(&p->mu);
+}
+
+/* -P: an output may write once the buffer is start_pct% full, the input
+ * ended, or the input waits for room. */
+static bool start_ready(struct pagepipe_path *p)
+{
+	struct pt_engine *e = p->e;
+	return atomic_load(&e->fatal) || atomic_load(&e->input_state) != PT_INPUT_READING ||
+	       atomic_load(&p->input_full) ||
+	       pt_engine_buffered(e) * 100 >= e->limit * (uint64_t)e->o->start_pct;
+}
+
+static bool live_outputs(const struct pt_engine *e)
+{
+	for (int i = 0; i < e->n; i++)
+		if (pt_out_running(&e->outs[i]))
+			return true;
+	return false;
+}
+
+/* Room for one more block under the memory limit (and -p once full). */
+static bool room_ready(struct pagepipe_path *p)
+{
+	struct pt_engine *e = p->e;
+	if (atomic_load(&e->fatal) || !live_outputs(e))
+		return true;
+	uint64_t used = pages_used();
+	if (used == 0)
+		return true;
+	bool fits = used + e->o->block + PP_PAGE_SIZE <= e->limit;
+	if (atomic_load(&p->input_full)) /* -p: wait for the fill to drop below the mark */
+		return fits && pt_engine_buffered(e) * 100 < e->limit * (uint64_t)e->o->resume_pct;
+	return fits;
+}
+
+/* ---- the output threads -------------------------------------------- */
+
+/* Sleep until `bytes` more may go out under the output's rate limit. */
+static void rate_wait(struct pt_output *out, uint64_t t0, uint64_t sent, size_t bytes)
+{
+	/* The output may send rate * elapsed bytes, plus one burst of 1/20 s. */
+	uint64_t burst = out->rate / 20;
+	uint64_t due = sent + bytes > burst ? sent + bytes - burst : 0;
+	uint64_t at = t0 + (uint64_t)((double)due * 1e9 / (double)out->rate);
+	uint64_t now = now_ns();
+	if (at > now) {
+		struct timespec ts = { (time_t)((at - now) / 1000000000u),
+			               (long)((at - now) % 1000000000u) };
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+	}
+}
+
+void *pt_pagepipe_output_main(void *out_arg)
+{
+	struct pt_out_arg *a = out_arg;
+	struct pt_engine *e = a->e;
+	struct pagepipe_path *p = e->state;
+	struct pt_output *out = &e->outs[a->i];
+	struct out_pipe *op = &p->out[a->i];
+	struct iovec iov[MAX_IOV];
+	uint64_t t0 = 0;
+	size_t chunk = e->o->block;
+	bool gate_open = e->o->start_pct == 0;
+
+	if (out->rate) {
+		chunk = out->rate / 20;
+		if (chunk < 4096)
+			chunk = 4096;
+		if (chunk > e->o->block)
+			chunk = e->o->block;
+	}
+	for (;;) {
+		if (atomic_load(&e->fatal))
+			break;
+		if (!gate_open) {
+			wait_until(p, start_ready);
+			gate_open = true;
+		}
+		ssize_t nseg = pp_peek(op->r, iov, MAX_IOV);
+		if (nseg < 0) {
+			if (errno == EINTR)
+				continue;
+			pt_output_dropped(e, out, errno);
+			break;
+		}
+		if (nseg == 0) { /* end of input, everything written */
+			pt_output_done(e, out);
+			break;
+		}
+		/* Cut the segments to one chunk. */
+		size_t total = 0;
+		int k = 0;
+		while (k < nseg && total < chunk) {
+			if (total + iov[k].iov_len > chunk)
+				iov[k].iov_len = chunk - total;
+			total += iov[k].iov_len;
+			k++;
+		}
+		if (out->rate) {
+			if (!t0)
+				t0 = now_ns();
+			rate_wait(out, t0, atomic_load(&out->written), total);
+		}
+		ssize_t w = writev(out->fd, iov, k);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN) {
+				pt_wait_fd(out->fd, POLLOUT, -1); /* made non-blocking by someone else */
+				continue;
+			}
+			pt_output_dropped(e, out, errno);
+			break;
+		}
+		pp_consume(op->r, (size_t)w);
+		atomic_fetch_add(&out->written, (uint64_t)w);
+		notify(p);
+		/* -P again once this output has run its pipe empty. */
+		if (e->o->start_pct && atomic_load(&e->input_state) == PT_INPUT_READING &&
+		    !(pp_events(op->r) & POLLIN))
+			gate_open = false;
+	}
+	/* Closing the read end makes the next fan-out to it fail with EPIPE,
+	 * which is how the input thread learns to drop it. */
+	end_close(&op->r);
+	notify(p);
+	pt_thread_finished(e);
+	return NULL;
+}
+
+/* ---- the input thread ---------------------------------------------- */
+
+/* Drop the outputs whose readers are gone; false when none is left. */
+static bool prune_outputs(struct pagepipe_path *p, struct pp_end **fed, int *nfed)
+{
+	int k = 0;
+	for (int i = 0; i < p->e->n; i++) {
+		struct out_pipe *op = &p->out[i];
+		if (!op->w)
+			continue;
+		if (pp_events(op->w) & POLLERR) {
+			end_close(&op->w);
+			continue;
+		}
+		fed[k++] = op->w;
+	}
+	*nfed = k;
+	return k > 0;
+}
+
+/* Move everything in the input pipe to every live output.  false once no
+ * output is left. */
+static bool distribute(struct pagepipe_path *p, struct pp_end **fed, int *nfed)
+{
+	while (pp_nread(p->in_r) > 0) {
+		if (atomic_load(&p->e->fatal))
+			return false;
+		ssize_t m = pp_fanout(p->in_r, fed, *nfed, SIZE_MAX, 0);
+		if (m >= 0) {
+			notify(p);
+			continue;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno != EPIPE) {
+			pt_msg("fan-out: %s", strerror(errno));
+			pt_set_fatal(p->e);
+			return false;
+		}
+		if (!prune_outputs(p, fed, nfed))
+			return false;
+	}
+	return true;
+}
+
+void *pt_pagepipe_input_main(void *engine)
+{
+	struct pt_engine *e = engine;
+	struct pagepipe_path *p = e->state;
+	struct pp_end *fed[PT_MAX_OUTPUTS];
+	int nfed;
+
+	prune_outputs(p, fed, &nfed);
+	while (nfed > 0 && !atomic_load(&e->fatal)) {
+		if (!room_ready(p)) {
+			atomic_store(&p->input_full, true);
+			notify(p); /* -P: a full buffer opens the outputs */
+			wait_until(p, room_ready);
+			atomic_store(&p->input_full, false);
+		}
+		ssize_t n = pp_splice_from_fd(e->in_fd, NULL, p->in_w, e->o->block, 0);
+		enum pt_input_took took = pt_input_took(e, n);
+		if (took == PT_TOOK_RETRY)
+			continue;
+		if (took == PT_TOOK_AGAIN) { /* an input someone else made non-blocking */
+			pt_wait_fd(e->in_fd, POLLIN, -1);
+			continue;
+		}
+		if (took == PT_TOOK_END)
+			break;
+		if (!distribute(p, fed, &nfed))
+			break;
+	}
+	pt_input_stopped(e);
+	/* End of input for every output: they drain their pipes and finish. */
+	for (int i = 0; i < e->n; i++)
+		end_close(&p->out[i].w);
+	notify(p);
+	pt_thread_finished(e);
+	return NULL;
+}
+
+/* ---- setting up and releasing ----------------------------------------- */
+
+/* The smallest power-of-two byte size >= n (n <= 2^31). */
+static size_t pow2_at_least(uint64_t n)
+{
+	size_t s = PP_PAGE_SIZE;
+	while (s < n)
+		s <<= 1;
+	return s;
+}
+
+/* A pagepipe of `size` bytes in ends: 0, or -1 with errno and nothing made. */
+static int make_pipe(struct pp_end *ends[2], size_t size)
+{
+	if (pp_pipe(ends, PP_NOSIGPIPE) != 0)
+		return -1;
+	if (pp_setsize(ends[1], size) < 0) {
+		int err = errno;
+		pp_close(ends[0]);
+		pp_close(ends[1]);
+		errno = err;
+		return -1;
+	}
+	return 0;
+}
+
+/* Everything the path made, released (setup failed, or the end of the run). */
+static void pagepipe_path_free(struct pagepipe_path *p)
+{
+	for (int i = 0; i < p->e->n; i++) {
+		end_close(&p->out[i].r);
+		end_close(&p->out[i].w);
+	}
+	end_close(&p->in_r);
+	end_close(&p->in_w);
+	pthread_cond_destroy(&p->cv);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+}
+
+void pt_pagepipe_release(struct pt_engine *e)
+{
+	pagepipe_path_free(e->state);
+	e->state = NULL;
+}
+
+/* Make every pipe: 0, or -1 with a message printed. */
+static int make_pipes(struct pagepipe_path *p)
+{
+	const struct pt_opts *o = p->e->o;
+	/* Output pipes big enough for the whole limit; the input pipe for one block. */
+	size_t out_size = pow2_at_least(o->memory);
+	size_t in_size = pow2_at_least(o->block);
+	struct pp_end *ends[2];
+	if (pp_setmaxsize(out_size) < 0) {
+		pt_msg("cannot allow pipes of %zu bytes: %s", out_size, strerror(errno));
+		return -1;
+	}
+	if (make_pipe(ends, in_size) != 0) {
+		pt_msg("cannot make the input pipe: %s", strerror(errno));
+		return -1;
+	}
+	p->in_r = ends[0];
+	p->in_w = ends[1];
+	for (int i = 0; i < p->e->n; i++) {
+		if (make_pipe(ends, out_size) != 0) {
+			pt_msg("cannot make a pipe for %s: %s", p->e->outs[i].name, strerror(errno));
+			return -1;
+		}
+		p->out[i].r = ends[0];
+		p->out[i].w = ends[1];
+	}
+	return 0;
+}
+
+int pt_pagepipe_setup(struct pt_engine *e)
+{
+	struct pagepipe_path *p = calloc(1, sizeof *p);
+	if (!p) {
+		pt_msg("cannot set up the buffer: %s", strerror(errno));
+		return -1;
+	}
+	p->e = e;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	if (make_pipes(p) != 0) {
+		pagepipe_path_free(p);
+		return -1;
+	}
+	/*
+	 * Keep every drained page for reuse, up to the limit: a page is mapped
+	 * only when none is idle, so the pages mapped (in use + idle) never
+	 * exceed the most ever in use, which the limit bounds.  Without this a
+	 * backlog beyond the cache costs a fault to map and a TLB shootdown to
+	 * unmap every page.  The front end trims the cache once the buffer has
+	 * stayed empty, so memory is held only while data waits.
+	 */
+	pp_pool_setcache((long)(e->o->memory / PP_PAGE_SIZE));
+	e->state = p;
+	e->path = PT_PATH_PAGEPIPE;
+	return 0;
+}
