@@ -4,7 +4,7 @@
  * The lock is held for short copies (at most a page), so a thread that
  * finds it taken first spins, expecting the holder to finish on the other
  * CPU, and only then sleeps.  The fast paths and the reasoning for a ticket
- * lock are in internal.h.
+ * lock are in lock.h.
  */
 #include "lock.h"
 

@@ -9,6 +9,10 @@
  *   in use  - a ring slot names it; addr is its page;
  *   idle    - drained, kept mapped for reuse, on the idle list;
  *   free    - no page behind it (addr NULL), on the free-handle list.
+ * Handles for memory the pool does not own (caller memory, mapped file
+ * pages) are made and freed here too (ppi_handles_new/free), with the
+ * loan pointer their kind gives; they go from in use straight back to free
+ * and never count as pages in use.  The pool never asks what a loan is.
  * A drained page goes to the idle list while the idle pages number fewer
  * than spare_max(), otherwise straight back to the system (munmap).
  * spare_max() is the room left in the open pipes (pipe_pages, the capacity

@@ -1,6 +1,6 @@
 /*
- * ring.c - the circular ring of page buffers: read, write, resize, and the
- * wait/wake rules that make it block exactly like a Linux pipe.
+ * ring.c - the circular ring of page buffers: read, write, resize, the
+ * byte count, events and pp_fd's eventfds.
  *
  *            tail                      head
  *             v                          v
@@ -19,15 +19,10 @@
  * 16 pages, and a write of at most PP_PIPE_BUF bytes lands in one buffer,
  * under one lock hold: that is what makes it atomic.
  *
- * Wait and wake.  Readers sleep only while the pipe is empty and writers
- * only while every slot is used.  So a writer wakes one reader only when it
- * put data into an empty pipe, and a reader wakes one writer only when it
- * freed a slot of a full pipe; a woken thread that leaves the condition
- * still true for others (data left, room left) wakes the next one, as
- * Linux's exclusive waits do.  Closing a side, and resizing, wake everyone
- * concerned.  A waiter first spins briefly on the lock-free hints (head,
- * tail, handles) because on two busy CPUs the other side usually answers
- * within microseconds, far sooner than a sleep and wake would take.
+ * Waiting and waking are wait.c's: each call here carries a struct
+ * ppi_call, waits through it and ends with ppi_call_unlock and ppi_result.
+ * What is read-specific stays here: a reader of a stream of small writes
+ * pauses to let them gather (ring_gather) before it takes the lock.
  */
 #include <poll.h>
 #include <sched.h>
