@@ -49,16 +49,38 @@ extern "C" {
 #define PP_NONBLOCK 0x1  /* like O_NONBLOCK: EAGAIN instead of waiting */
 #define PP_PACKET 0x2    /* like O_DIRECT: packet mode, see pp_pipe(3) */
 #define PP_NOSIGPIPE 0x4 /* EPIPE without raising SIGPIPE */
+#define PP_SHARED 0x8    /* pp_pipe(): in shared memory, for several processes */
+
+/* Flags for pp_open(): exactly one of these (like O_RDONLY / O_WRONLY),
+ * plus PP_NONBLOCK, PP_PACKET and PP_NOSIGPIPE. */
+#define PP_RDONLY 0x10
+#define PP_WRONLY 0x20
 
 /* One end of a pagepipe (opaque). */
 struct pp_end;
 
 /*
  * Create a pipe.  ends[0] is the read end, ends[1] the write end.  flags is
- * an OR of PP_NONBLOCK, PP_PACKET and PP_NOSIGPIPE, applied to both ends.
- * Capacity starts at 16 pages (65536 bytes).
- * Returns 0, or -1 with errno EINVAL (unknown flag), EFAULT (ends is NULL)
- * or ENOMEM.
+ * an OR of PP_NONBLOCK, PP_PACKET and PP_NOSIGPIPE, applied to both ends,
+ * and PP_SHARED.  Capacity starts at 16 pages (65536 bytes).
+ *
+ * Without PP_SHARED the pipe lives in the process's memory and connects its
+ * threads; in a child made by fork(2) its handles are not open (every call
+ * on them fails with EBADF, as if the child had closed them), so the child
+ * can never disturb the parent's pipe.
+ *
+ * With PP_SHARED the ring and its pages live in shared memory (memfds) and
+ * the pipe connects processes, as a kernel pipe does.  After fork(2) the
+ * child holds every shared end the parent held, as it holds inherited
+ * descriptors; each process's handles count as open ends: readers see end
+ * of file when the last write end in every process is closed, writers get
+ * EPIPE when the last read end is.  A process that exits, is killed, or
+ * execs without closing its handles has closed them (its half-done call
+ * leaves no torn record and no lost page behind).  Across exec, or to an
+ * unrelated process, an end travels as a descriptor: see pp_export().
+ * Returns 0, or -1 with errno EINVAL (unknown flag), EFAULT (ends is NULL),
+ * ENOMEM, or for PP_SHARED EMFILE/ENFILE (descriptors) or ENOSYS (no
+ * memfd_create, or /proc is not mounted).
  */
 int pp_pipe(struct pp_end *ends[2], int flags);
 
@@ -170,6 +192,71 @@ short pp_events(struct pp_end *end);
  * Returns the descriptor, or -1 with errno EBADF, EMFILE, ENFILE, ENOMEM.
  */
 int pp_fd(struct pp_end *end);
+
+/* ---- Pipes between processes ------------------------------------------ */
+
+/*
+ * A new descriptor (close-on-exec set) that names `end` of a PP_SHARED pipe,
+ * to pass to another process with SCM_RIGHTS, or across execve(2) once
+ * FD_CLOEXEC is cleared.  The descriptor is itself an open end, as a pipe
+ * descriptor in flight is: while it exists anywhere (in a process, or in a
+ * socket's queue) the end stays open.  Handles made from it by pp_import()
+ * share the end's status flags (PP_NONBLOCK) with `end`.
+ * Returns the descriptor, or -1 with errno EBADF, EINVAL (a private pipe),
+ * EMFILE, ENFILE, ENOMEM.
+ */
+int pp_export(struct pp_end *end);
+
+/*
+ * The end that a descriptor from pp_export() names, as a new handle in the
+ * calling process; the caller keeps fd (and closes it when it wants).  An
+ * exported read end gives a read end only: pp_write() on it fails with
+ * EBADF, as on a kernel pipe.  Returns the handle, or NULL with errno EBADF
+ * (fd is not open), EINVAL (fd is not a pagepipe export), EIO (the pipe's
+ * shared memory is not a valid pagepipe), EMFILE, ENFILE, ENOMEM.
+ */
+struct pp_end *pp_import(int fd);
+
+/*
+ * A named pagepipe, like mkfifo(3): creates at `path` what pp_open() opens,
+ * with the permission bits of `mode` (less the umask) deciding who may open
+ * it for reading and for writing.  `path` is a directory holding the
+ * pipe's FIFOs and shared memory.  Returns 0, or -1 with errno as mkdir(2)
+ * and mkfifo(3): EEXIST, EACCES, ENOENT, ENOTDIR, ENAMETOOLONG, EROFS,
+ * ENOSPC, EDQUOT, ELOOP, EPERM.
+ */
+int pp_mkfifo(const char *path, mode_t mode);
+
+/*
+ * Open a named pagepipe, following fifo(7): flags is PP_RDONLY or
+ * PP_WRONLY, or'ed with PP_NONBLOCK, PP_PACKET, PP_NOSIGPIPE.  A blocking
+ * open waits until the other side is opened too; a non-blocking open for
+ * reading succeeds at once, one for writing with no reader fails with ENXIO.
+ * Each open is its own open end (its own status flags).  Returns the
+ * handle, or NULL with errno EINVAL (bad flags, or path is not a named
+ * pagepipe), ENXIO, EACCES (the permission bits do not allow it), ENOENT,
+ * ENOTDIR, EINTR (a signal handler interrupted a blocking open), EIO,
+ * EMFILE, ENFILE, ENOMEM.
+ */
+struct pp_end *pp_open(const char *path, int flags);
+
+/*
+ * The shared memory of the pipe of a PP_SHARED end, now: pages holding
+ * data in the ring, pages held outside it by calls in progress (a writer
+ * filling them, a reader copying out of them), idle pages kept for reuse,
+ * and the processes and exported descriptors holding the pipe.
+ */
+struct pp_shared_stats {
+	long pages_in_ring;   /* pages the ring's buffers name */
+	long pages_held;      /* pages calls in progress hold outside the ring */
+	long pages_idle;      /* mapped, kept for reuse */
+	long pages_mapped;    /* size of the data memory, in pages */
+	long holders;         /* processes and exports holding the pipe */
+};
+
+/* Fill *st for the pipe of end; returns 0, or -1 with errno EBADF, EINVAL
+ * (a private pipe), EFAULT (st NULL), EIO. */
+int pp_shared_stats(struct pp_end *end, struct pp_shared_stats *st);
 
 /* ---- Zero copy between pipes ------------------------------------------ */
 

@@ -21,6 +21,8 @@
 #include <limits.h>
 #include <stdlib.h>
 
+#include <poll.h>
+
 #include "end.h"
 
 #define QUARANTINE 256
@@ -29,20 +31,25 @@ static struct ppi_lock dead_lock;
 static struct pp_end *dead_head, *dead_tail; /* guarded by dead_lock */
 static unsigned dead_count;
 
-static struct pp_end *end_new(struct ppi_ring *r, int side)
+_Atomic uint32_t ppi_fork_gen;
+
+struct pp_end *ppi_end_new(struct ppi_ring *r, int side, struct ppi_shm *shm, uint32_t desc)
 {
 	struct pp_end *e = malloc(sizeof *e);
 	if (!e)
 		return NULL;
 	e->side = side;
 	e->ring = r;
+	e->shm = shm;
+	e->desc = desc;
+	e->gen = atomic_load_explicit(&ppi_fork_gen, RELAXED);
 	e->next_dead = NULL;
 	atomic_store_explicit(&e->magic, PPI_END_MAGIC, memory_order_release);
 	return e;
 }
 
 /* Queue a closed handle; free the oldest once more than QUARANTINE wait. */
-static void end_retire(struct pp_end *e)
+void ppi_end_retire(struct pp_end *e)
 {
 	struct pp_end *old = NULL;
 	e->next_dead = NULL;
@@ -61,27 +68,40 @@ static void end_retire(struct pp_end *e)
 	free(old);
 }
 
+void ppi_fork_locks(bool take)
+{
+	if (take) {
+		ppi_lock(&dead_lock);
+		ppi_pool_fork(true);
+	} else {
+		ppi_pool_fork(false);
+		ppi_unlock(&dead_lock);
+	}
+}
+
 PPI_API int pp_pipe(struct pp_end *ends[2], int flags)
 {
 	if (!ends) {
 		errno = EFAULT;
 		return -1;
 	}
-	if (flags & ~(PP_NONBLOCK | PP_PACKET | PP_NOSIGPIPE)) {
+	if (flags & ~(PPI_END_FLAGS | PP_SHARED)) {
 		errno = EINVAL;
 		return -1;
 	}
+	if (flags & PP_SHARED)
+		return ppi_shm_pipe(ends, flags & PPI_END_FLAGS);
 	struct ppi_ring *r = ppi_ring_new(flags);
 	if (!r) {
 		errno = ENOMEM;
 		return -1;
 	}
-	ends[0] = end_new(r, PPI_READ);
-	ends[1] = ends[0] ? end_new(r, PPI_WRITE) : NULL;
+	ends[0] = ppi_end_new(r, PPI_READ, NULL, 0);
+	ends[1] = ends[0] ? ppi_end_new(r, PPI_WRITE, NULL, 0) : NULL;
 	if (!ends[1]) {
 		if (ends[0]) {
 			atomic_store(&ends[0]->magic, PPI_END_DEAD);
-			end_retire(ends[0]);
+			ppi_end_retire(ends[0]);
 		}
 		ppi_ring_free(r);
 		errno = ENOMEM;
@@ -95,7 +115,9 @@ PPI_API struct pp_end *pp_dup(struct pp_end *end)
 	struct ppi_ring *r = ppi_end_ring(end);
 	if (!r)
 		return NULL;
-	struct pp_end *e = end_new(r, end->side);
+	if (end->shm)
+		return ppi_shm_dup(end);
+	struct pp_end *e = ppi_end_new(r, end->side, NULL, 0);
 	if (!e) {
 		errno = ENOMEM;
 		return NULL;
@@ -116,10 +138,18 @@ PPI_API int pp_close(struct pp_end *end)
 		errno = EBADF;
 		return -1;
 	}
+	if (end->shm)
+		return ppi_shm_close(end);
+	if (end->gen != atomic_load_explicit(&ppi_fork_gen, RELAXED)) {
+		/* A forked child's copy of a private handle: not its to close
+		 * (its ring, lock and eventfds are the parent's). */
+		errno = EBADF;
+		return -1;
+	}
 	struct ppi_ring *r = end->ring;
 	if (ppi_ring_drop_handle(r, end->side))
 		ppi_ring_free(r);
-	end_retire(end);
+	ppi_end_retire(end);
 	return 0;
 }
 
@@ -179,8 +209,9 @@ static inline ssize_t do_io(struct pp_end *end, int side, const struct iovec *io
 		.off = 0,
 		.left = (size_t)total < PPI_MAX_RW ? (size_t)total : PPI_MAX_RW,
 	};
-	int fl = atomic_load_explicit(&r->flags[side], memory_order_relaxed);
-	return side == PPI_READ ? ppi_ring_read(r, fl, &it) : ppi_ring_write(r, fl, &it);
+	int fl = ppi_end_flags(end);
+	return side == PPI_READ ? ppi_ring_read(r, end->shm, fl, &it)
+	                        : ppi_ring_write(r, end->shm, fl, &it);
 }
 
 PPI_API ssize_t pp_read(struct pp_end *end, void *buf, size_t count)
@@ -220,13 +251,13 @@ PPI_API long pp_getsize(struct pp_end *end)
 PPI_API long pp_setsize(struct pp_end *end, size_t size)
 {
 	struct ppi_ring *r = ppi_end_ring(end);
-	return r ? ppi_ring_setsize(r, size) : -1;
+	return r ? ppi_ring_setsize(r, end->shm, size) : -1;
 }
 
 PPI_API int pp_getfl(struct pp_end *end)
 {
 	struct ppi_ring *r = ppi_end_ring(end);
-	return r ? atomic_load(&r->flags[end->side]) : -1;
+	return r ? ppi_end_flags(end) : -1;
 }
 
 PPI_API int pp_setfl(struct pp_end *end, int flags)
@@ -235,22 +266,38 @@ PPI_API int pp_setfl(struct pp_end *end, int flags)
 	if (!r)
 		return -1;
 	if (flags & PP_NONBLOCK)
-		atomic_fetch_or(&r->flags[end->side], PP_NONBLOCK);
+		atomic_fetch_or(ppi_end_flags_word(end), PP_NONBLOCK);
 	else
-		atomic_fetch_and(&r->flags[end->side], ~PP_NONBLOCK);
+		atomic_fetch_and(ppi_end_flags_word(end), ~PP_NONBLOCK);
 	return 0;
 }
 
 PPI_API short pp_events(struct pp_end *end)
 {
 	struct ppi_ring *r = ppi_end_ring(end);
-	return r ? ppi_ring_events(r, end->side) : -1;
+	if (!r)
+		return -1;
+	short ev = ppi_ring_events(r, end->side);
+	/* A shared ring's other side may have died without closing: its token
+	 * tells (one poll, async-signal-safe). */
+	if (end->shm && ppi_shm_side_gone(end->shm, 1 - end->side, true))
+		ev |= end->side == PPI_READ ? POLLHUP : POLLERR;
+	return ev;
 }
 
 PPI_API int pp_fd(struct pp_end *end)
 {
 	struct ppi_ring *r = ppi_end_ring(end);
-	return r ? ppi_ring_fd(r, end->side) : -1;
+	if (!r)
+		return -1;
+	if (!end->shm)
+		return ppi_ring_fd(r, end->side);
+	int fd = ppi_shm_fd(end->shm, end->side);
+	if (fd < 0) {
+		errno = -fd;
+		return -1;
+	}
+	return fd;
 }
 
 PPI_API const char *pp_version(void)

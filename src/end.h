@@ -1,19 +1,32 @@
 /*
  * end.h - the handle a caller holds (struct pp_end), like a file
  * descriptor, and how a call turns one into its ring (end.c).
+ *
+ * A handle names a ring and a side.  A private ring's side is one open
+ * description, whose status flags live in the ring; a shared ring may have
+ * many (each pp_open is one), in its shared memory, and the handle names
+ * which (desc).  Handles are the process's own memory: after fork the
+ * child has copies, which stay valid for a shared ring (the child holds
+ * those ends) and are dead for a private one (see ppi_fork_gen).
  */
 #ifndef PPI_END_H
 #define PPI_END_H
 
-#include "ring.h"
+#include "call.h"
+
+/* Bumped in a forked child: private handles made before are not its. */
+extern _Atomic uint32_t ppi_fork_gen;
 
 /* The handle a caller holds. */
 #define PPI_END_MAGIC 0x70706e64u /* "ppnd" */
 #define PPI_END_DEAD 0xdeadeeeeu
 struct pp_end {
 	_Atomic uint32_t magic;
-	int side; /* PPI_READ or PPI_WRITE */
+	int side;             /* PPI_READ or PPI_WRITE */
 	struct ppi_ring *ring;
+	struct ppi_shm *shm;  /* the process's view of a shared ring, or NULL */
+	uint32_t desc;        /* a shared ring's open description */
+	uint32_t gen;         /* a private ring's: ppi_fork_gen when made */
 	struct pp_end *next_dead; /* quarantine link once closed (end.c) */
 };
 
@@ -21,7 +34,8 @@ struct pp_end {
 static inline struct ppi_ring *ppi_end_ring(struct pp_end *end)
 {
 	if (unlikely(!end ||
-	             atomic_load_explicit(&end->magic, memory_order_relaxed) != PPI_END_MAGIC)) {
+	             atomic_load_explicit(&end->magic, memory_order_relaxed) != PPI_END_MAGIC ||
+	             (!end->shm && end->gen != atomic_load_explicit(&ppi_fork_gen, RELAXED)))) {
 		errno = EBADF;
 		return NULL;
 	}
@@ -38,5 +52,34 @@ static inline struct ppi_ring *ppi_end_ring_side(struct pp_end *end, int side)
 	}
 	return r;
 }
+
+/* The status flags of a live handle's open description. */
+#define PPI_END_FLAGS (PP_NONBLOCK | PP_PACKET | PP_NOSIGPIPE)
+static inline _Atomic int *ppi_end_flags_word(struct pp_end *end)
+{
+	if (likely(!end->shm))
+		return &end->ring->flags[end->side];
+	return &ppi_shm_descs(end->shm)[end->desc].flags;
+}
+
+static inline int ppi_end_flags(struct pp_end *end)
+{
+	/* A shared description's word may say anything: keep the known bits. */
+	return atomic_load_explicit(ppi_end_flags_word(end), RELAXED) & PPI_END_FLAGS;
+}
+
+/* end.c: a handle on (ring, side), and for a shared ring its view and
+ * description; NULL when memory ran out.  ppi_end_retire: the handle is
+ * closed. */
+struct pp_end *ppi_end_new(struct ppi_ring *r, int side, struct ppi_shm *shm, uint32_t desc);
+void ppi_end_retire(struct pp_end *e);
+/* Take (before fork) or release (after, in both processes) the
+ * process-wide locks: the pool's and the quarantine's. */
+void ppi_fork_locks(bool take);
+
+/* shared.c: the handle calls of a shared ring. */
+int ppi_shm_pipe(struct pp_end *ends[2], int fl);
+struct pp_end *ppi_shm_dup(struct pp_end *end);
+int ppi_shm_close(struct pp_end *end);
 
 #endif

@@ -86,3 +86,38 @@ void ppi_lock_slow(struct ppi_lock *l, uint32_t ticket)
 	atomic_fetch_sub_explicit(&l->sleepers, 1, memory_order_relaxed);
 	atomic_thread_fence(memory_order_acquire);
 }
+
+#ifndef SYS_futex_waitv
+#define SYS_futex_waitv 449
+#endif
+#ifndef FUTEX_32
+#define FUTEX_32 2
+struct futex_waitv {
+	uint64_t val;
+	uint64_t uaddr;
+	uint32_t flags;
+	uint32_t __reserved;
+};
+#endif
+
+static _Atomic int no_waitv; /* the kernel said ENOSYS once */
+
+int ppi_futex_wait_until(_Atomic uint32_t *word, uint32_t expect, const struct timespec *deadline,
+                         bool moved)
+{
+	long r;
+	if (!moved && !atomic_load_explicit(&no_waitv, memory_order_relaxed)) {
+		struct futex_waitv w = { .val = expect, .uaddr = (uintptr_t)word, .flags = FUTEX_32 };
+		r = syscall(SYS_futex_waitv, &w, 1, 0, deadline, CLOCK_MONOTONIC);
+		if (r >= 0)
+			return 0;
+		if (errno != ENOSYS)
+			return errno == ETIMEDOUT || errno == EINTR ? errno : 0;
+		atomic_store_explicit(&no_waitv, 1, memory_order_relaxed);
+	}
+	r = syscall(SYS_futex, word, FUTEX_WAIT_BITSET, expect, deadline, NULL,
+	            FUTEX_BITSET_MATCH_ANY);
+	if (r >= 0)
+		return 0;
+	return errno == ETIMEDOUT || errno == EINTR ? errno : 0;
+}

@@ -44,6 +44,28 @@ static inline void ppi_futex_wake(_Atomic uint32_t *word, int n)
 	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
 
+/*
+ * Futex words in memory shared between processes (shm.c): the same, without
+ * FUTEX_PRIVATE_FLAG, and always with a deadline, because a waiter must
+ * look again now and then at peers that may have died.
+ *
+ * ppi_futex_wait_until waits until *word != expect, a wake, or the absolute
+ * CLOCK_MONOTONIC deadline: 0, ETIMEDOUT, or EINTR.  It uses futex_waitv,
+ * which the kernel restarts after an SA_RESTART handler (deadline and all)
+ * as it restarts an untimed FUTEX_WAIT, so a handled signal ends the wait
+ * exactly when it would end a kernel pipe's; with moved set it uses a
+ * FUTEX_WAIT with a timeout, which any handled signal ends (see
+ * ppi_futex_wait_intr).  Kernels before 5.16 lack futex_waitv: then every
+ * handled signal ends the wait.
+ */
+int ppi_futex_wait_until(_Atomic uint32_t *word, uint32_t expect, const struct timespec *deadline,
+                         bool moved);
+
+static inline void ppi_futex_wake_shared(_Atomic uint32_t *word, int n)
+{
+	syscall(SYS_futex, word, FUTEX_WAKE, n, NULL, NULL, 0);
+}
+
 static inline void ppi_cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)

@@ -296,6 +296,14 @@ void ppi_page_put(uint32_t h)
 }
 
 
+void ppi_pool_fork(bool take)
+{
+	if (take)
+		ppi_lock(&pool_lock);
+	else
+		ppi_unlock(&pool_lock);
+}
+
 PPI_API int pp_pool_stats(struct pp_pool_stats *st)
 {
 	if (!st) {

@@ -26,6 +26,8 @@ void ppi_page_put_many(const uint32_t *pages, unsigned n);
 /* A pipe's capacity came (pages > 0) or went (pages < 0): the pool keeps
  * spare pages for the room in open pipes (pool.c). */
 void ppi_pool_pipe_pages(long pages);
+/* Take (before fork) or release (after it) the pool's lock. */
+void ppi_pool_fork(bool take);
 
 /*
  * Handles for memory that is not the pool's (caller memory, mapped file

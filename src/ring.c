@@ -24,6 +24,7 @@
  * What is read-specific stays here: a reader of a stream of small writes
  * pauses to let them gather (ring_gather) before it takes the lock.
  */
+#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -31,7 +32,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 
-#include "ring.h"
+#include "call.h"
 
 static _Atomic long max_size = 1048576;
 
@@ -185,9 +186,12 @@ static inline void ring_push(struct ppi_call *c, uint32_t page, uint32_t len, in
  * Fill up to k pages from a copy of the iterator with the lock dropped, so
  * readers can drain while we copy; then, locked again, push as many as still
  * fit.  Another writer may have taken slots meanwhile: pages that no longer
- * fit go back to the pool and their bytes count as not written.  Sets
- * *bytes to what was pushed; returns 0, or when nothing could be pushed
- * ENOMEM, EPIPE (and *sigpipe) or EAGAIN (lost the race for room).
+ * fit go back and their bytes count as not written.  A private ring's pages
+ * come from the pool after the lock is dropped; a shared ring's from its own
+ * memory, under the lock, marked as held by us until they are pushed (so
+ * that they come back if we die while filling them).  Sets *bytes to what
+ * was pushed; returns 0, or when nothing could be pushed ENOMEM, EPIPE (and
+ * *sigpipe), EAGAIN (lost the race for room) or EIO.
  */
 static int write_batch(struct ppi_call *c, int fl, struct ppi_iter *it, unsigned k,
                        size_t *bytes_out, bool *sigpipe)
@@ -195,18 +199,21 @@ static int write_batch(struct ppi_call *c, int fl, struct ppi_iter *it, unsigned
 	struct ppi_ring *r = c->r;
 	uint32_t pages[BATCH_MAX];
 	size_t bytes = 0;
-	unsigned got, pushed = 0;
+	unsigned got = 0, pushed = 0;
 	int err = 0;
 
-	ppi_unlock(&r->lock);
+	*bytes_out = 0;
+	if (c->shm && !(got = ppi_call_pages(c, pages, k)))
+		return ENOMEM;
+	ppi_call_drop(c);
 	ppi_call_wake(c); /* a reader owed a wake can drain while we copy */
-	got = ppi_page_get_many(pages, k);
+	if (!c->shm)
+		got = ppi_call_pages(c, pages, k);
 	struct ppi_iter at = *it;
 	for (unsigned i = 0; i < got; i++)
-		iter_from(&at, ppi_page_addr(pages[i]), min_size(PP_PAGE_SIZE, at.left));
-	ppi_lock(&r->lock);
-
-	*bytes_out = 0;
+		iter_from(&at, ppi_call_addr(c, pages[i]), min_size(PP_PAGE_SIZE, at.left));
+	if ((err = ppi_call_relock(c)))
+		return err; /* a shared ring's pages stay held: they come back with us */
 	if (!got)
 		return ENOMEM;
 	if (!LOAD(r->handles[PPI_READ])) {
@@ -223,55 +230,65 @@ static int write_batch(struct ppi_call *c, int fl, struct ppi_iter *it, unsigned
 		if (!pushed)
 			err = EAGAIN; /* lost the race for room: caller waits */
 	}
-	ppi_page_put_many(pages + pushed, got - pushed);
+	ppi_call_put(c, PPI_KIND_ANON << PPI_BUF_KIND_SHIFT, pages + pushed, got - pushed);
 	*bytes_out = bytes;
 	return pushed ? 0 : err;
 }
 
 /*
  * Under the lock: the last buffer, if `chars` more bytes may be appended to
- * it, else NULL.  The flag alone decides (see PPI_BUF_CAN_MERGE): asking the
- * buffer's kind would cost an indirect call and a look at the page's
+ * it, else false.  The flag alone decides (see PPI_BUF_CAN_MERGE): asking
+ * the buffer's kind would cost an indirect call and a look at the page's
  * reference count, a third of a one-byte write's time.
  */
-static inline struct ppi_buf *merge_target(struct ppi_ring *r, size_t chars)
+static inline bool merge_target(struct ppi_call *c, size_t chars, struct ppi_buf *last, int *err)
 {
+	struct ppi_ring *r = c->r;
 	uint32_t head = LOAD(r->head);
 	if (head == LOAD(r->tail))
-		return NULL;
-	struct ppi_buf *last = &ppi_ring_bufs(r)[(head - 1) & (r->ring_size - 1)];
+		return false;
+	if (!ppi_call_buf(c, head - 1, last)) {
+		*err = EIO;
+		return false;
+	}
 	if (!(last->flags & PPI_BUF_CAN_MERGE) || last->offset + last->len + chars > PP_PAGE_SIZE)
-		return NULL;
-	PPI_INVARIANT(ppi_buf_ops_of(last->flags)->owned(last->page));
-	return last;
+		return false;
+	PPI_INVARIANT(c->shm || ppi_buf_ops_of(last->flags)->owned(last->page));
+	return true;
 }
 
-ssize_t ppi_ring_write(struct ppi_ring *r, int fl, struct ppi_iter *it)
+ssize_t ppi_ring_write(struct ppi_ring *r, struct ppi_shm *shm, int fl, struct ppi_iter *it)
 {
 	struct ppi_call c;
 	ssize_t ret = 0;
-	int err = 0;
+	int err;
 	bool sigpipe = false;
 
-	ppi_call_lock(&c, r, false);
+	if ((err = ppi_call_lock(&c, r, shm, false)))
+		return ppi_result(-1, err, false, fl);
 	if (!LOAD(r->handles[PPI_READ])) {
 		sigpipe = true;
 		err = EPIPE;
 		goto out;
 	}
 
-	/* Merge the odd-sized front of the write into the last buffer. */
+	/* Merge the odd-sized front of the write into the last buffer.  The
+	 * length is published after the bytes are in, with one store: a
+	 * process killed in between leaves the buffer as it was. */
 	size_t chars = it->left & PPI_PAGE_MASK;
-	struct ppi_buf *last = chars ? merge_target(r, chars) : NULL;
-	if (last) {
-		iter_from(it, ppi_page_addr(last->page) + last->offset + last->len, chars);
-		last->len += chars;
+	struct ppi_buf last;
+	if (chars && merge_target(&c, chars, &last, &err)) {
+		iter_from(it, ppi_call_addr(&c, last.page) + last.offset + last.len, chars);
+		last.len += (uint32_t)chars;
+		ppi_call_set_span(&c, LOAD(r->head) - 1, last);
 		ppi_ring_count(r, (int64_t)chars);
 		ret = chars;
 		c.added = true;
 		if (!it->left)
 			goto out;
 	}
+	if (err)
+		goto out;
 
 	for (;;) {
 		if (!LOAD(r->handles[PPI_READ])) {
@@ -286,20 +303,24 @@ ssize_t ppi_ring_write(struct ppi_ring *r, int fl, struct ppi_iter *it)
 			unsigned k = (unsigned)min_size(min_size(want, room), BATCH_MAX);
 			if (k == 1) {
 				/* One page: cheaper to copy it under the lock. */
-				uint32_t page = ppi_page_get();
-				if (!page) {
+				uint32_t page;
+				if (!ppi_call_pages(&c, &page, 1)) {
 					if (!ret)
 						err = ENOMEM;
 					break;
 				}
 				size_t n = min_size(PP_PAGE_SIZE, it->left);
-				iter_from(it, ppi_page_addr(page), n);
+				iter_from(it, ppi_call_addr(&c, page), n);
 				ring_push(&c, page, (uint32_t)n, fl);
 				ret += n;
 			} else {
 				size_t n;
 				int e = write_batch(&c, fl, it, k, &n, &sigpipe);
 				ret += n;
+				if (e == EIO) {
+					err = e; /* the lock is not ours */
+					return ppi_result(ret, ret ? 0 : err, sigpipe, fl);
+				}
 				if (e && e != EAGAIN) {
 					if (!ret)
 						err = e;
@@ -318,6 +339,8 @@ ssize_t ppi_ring_write(struct ppi_ring *r, int fl, struct ppi_iter *it)
 		/* Full: sleep; pollers and the reader owed a wake hear of what
 		 * we added first. */
 		err = ppi_call_wait(&c, PPI_WRITE, ret > 0);
+		if (err == EIO)
+			return ppi_result(ret, ret ? 0 : err, false, fl);
 		if (err) {
 			if (ret)
 				err = 0;
@@ -340,18 +363,22 @@ struct span {
 };
 
 /* Drop the references of taken buffers, a run of one kind at a time so the
- * pool sees a batch. */
-static void spans_put(const struct span *sp, unsigned n)
+ * pool sees a batch.  A shared ring's pages go back under its lock. */
+static void spans_put(struct ppi_call *c, const struct span *sp, unsigned n)
 {
 	uint32_t pages[BATCH_MAX];
 	unsigned run = 0;
+	if (c->shm && n && ppi_call_relock(c))
+		return; /* the lock is lost: the pages stay held by us */
 	for (unsigned i = 0; i < n; i++) {
 		pages[run++] = sp[i].page;
 		if (i + 1 == n || ppi_buf_ops_of(sp[i + 1].flags) != ppi_buf_ops_of(sp[i].flags)) {
-			ppi_buf_ops_of(sp[i].flags)->put(pages, run);
+			ppi_call_put(c, sp[i].flags, pages, run);
 			run = 0;
 		}
 	}
+	if (c->shm && n)
+		ppi_call_drop(c);
 }
 
 /*
@@ -360,9 +387,10 @@ static void spans_put(const struct span *sp, unsigned n)
  * for writers while we copy), and the bytes of a buffer it takes only part
  * of (copied under the lock, since the rest stays in the ring).  Then it
  * drops the lock, wakes a writer if it freed room in a full pipe, and
- * copies the taken buffers out.
+ * copies the taken buffers out.  A shared ring's taken pages are marked
+ * held by us first, so that they come back if we die while copying.
  */
-ssize_t ppi_ring_read(struct ppi_ring *r, int fl, struct ppi_iter *it)
+ssize_t ppi_ring_read(struct ppi_ring *r, struct ppi_shm *shm, int fl, struct ppi_iter *it)
 {
 	struct span taken[BATCH_MAX];
 	unsigned ntaken = 0;
@@ -379,79 +407,93 @@ ssize_t ppi_ring_read(struct ppi_ring *r, int fl, struct ppi_iter *it)
 		if (ppi_ring_ready(r, PPI_READ) || ppi_ring_spin(r, PPI_READ) <= GATHER_QUICK)
 			ring_gather(r);
 	}
-	ppi_call_lock(&c, r, true);
+	if ((err = ppi_call_lock(&c, r, shm, true)))
+		return ppi_result(-1, err, false, fl);
 	for (;;) {
 		uint32_t head = LOAD(r->head), tail = LOAD(r->tail);
-		uint32_t mask = r->ring_size - 1;
 		bool stop = false;
 		uint32_t gone = 0; /* bytes leaving the ring, read or discarded */
 		while (tail != head && !stop) {
-			struct ppi_buf *b = &ppi_ring_bufs(r)[tail & mask];
-			uint32_t len_before = b->len;
+			struct ppi_buf b;
+			if (!ppi_call_buf(&c, tail, &b)) {
+				err = EIO;
+				break;
+			}
+			uint32_t len_before = b.len;
 			size_t want = it->left - planned;
-			size_t chars = min_size(b->len, want);
-			bool packet = b->flags & PPI_BUF_PACKET;
+			size_t chars = min_size(b.len, want);
+			bool packet = b.flags & PPI_BUF_PACKET;
 			stop = packet || chars == want;
-			if ((chars == b->len || packet) && ntaken < BATCH_MAX) {
-				taken[ntaken++] = (struct span){ b->page, b->offset, (uint32_t)chars, b->flags };
-				b->len = 0;
+			if ((chars == b.len || packet) && ntaken < BATCH_MAX) {
+				taken[ntaken++] = (struct span){ b.page, b.offset, (uint32_t)chars, b.flags };
+				if (c.shm)
+					ppi_shm_pages_mark(c.shm, &b.page, 1, PPI_PAGE_HELD);
+				b.len = 0;
+				ppi_call_set_span(&c, tail, b);
 			} else {
 				if (!at_ready) {
 					at = *it;
 					iter_skip(&at, planned);
 					at_ready = true;
 				}
-				iter_to(&at, ppi_page_addr(b->page) + b->offset, chars);
-				b->offset += chars;
-				b->len -= chars;
+				iter_to(&at, ppi_call_addr(&c, b.page) + b.offset, chars);
+				b.offset += (uint32_t)chars;
+				b.len -= (uint32_t)chars;
 				if (packet)
-					b->len = 0; /* the rest of a packet is discarded */
-				if (!b->len)
-					ppi_buf_ops_of(b->flags)->put(&b->page, 1);
+					b.len = 0; /* the rest of a packet is discarded */
+				ppi_call_set_span(&c, tail, b);
+				if (!b.len)
+					ppi_call_put(&c, b.flags, &b.page, 1);
 			}
 			planned += chars;
-			gone += len_before - b->len;
-			if (!b->len)
+			gone += len_before - b.len;
+			if (!b.len)
 				atomic_store_explicit(&r->tail, ++tail, memory_order_release);
 		}
 		ppi_ring_count(r, -(int64_t)gone);
-		if (stop || planned || !LOAD(r->handles[PPI_WRITE]))
+		if (err || stop || planned || !LOAD(r->handles[PPI_WRITE]))
 			break;
 		if (fl & PP_NONBLOCK) {
 			err = EAGAIN;
 			break;
 		}
 		err = ppi_call_wait(&c, PPI_READ, false);
+		if (err == EIO)
+			return ppi_result(-1, err, false, fl);
 		if (err)
 			break; /* nothing was read */
 	}
 	ppi_call_unlock(&c);
 	for (unsigned i = 0; i < ntaken; i++)
-		iter_to(it, ppi_page_addr(taken[i].page) + taken[i].offset, taken[i].len);
-	spans_put(taken, ntaken);
+		iter_to(it, ppi_call_addr(&c, taken[i].page) + taken[i].offset, taken[i].len);
+	spans_put(&c, taken, ntaken);
+	if (err == EIO && planned)
+		err = 0; /* what was read is returned; the next call fails */
 	return ppi_result((ssize_t)planned, err, false, fl);
 }
 
 /* Under the lock: consume the first n readable bytes (n <= what is there),
- * dropping the references of the buffers they empty. */
-void ppi_ring_drop_bytes(struct ppi_ring *r, size_t n)
+ * dropping the references of the buffers they empty.  0 or EIO. */
+int ppi_call_drop_bytes(struct ppi_call *c, size_t n)
 {
-	struct ppi_buf *bufs = ppi_ring_bufs(r);
-	uint32_t mask = r->ring_size - 1;
+	struct ppi_ring *r = c->r;
 	while (n) {
 		uint32_t tail = LOAD(r->tail);
-		struct ppi_buf *b = &bufs[tail & mask];
-		uint32_t take = b->len < n ? b->len : (uint32_t)n;
-		b->offset += take;
-		b->len -= take;
+		struct ppi_buf b;
+		if (tail == LOAD(r->head) || !ppi_call_buf(c, tail, &b))
+			return EIO;
+		uint32_t take = b.len < n ? b.len : (uint32_t)n;
+		b.offset += take;
+		b.len -= take;
 		ppi_ring_count(r, -(int64_t)take);
 		n -= take;
-		if (!b->len) {
-			ppi_buf_ops_of(b->flags)->put(&b->page, 1);
-			b->page = 0;
+		ppi_call_set_span(c, tail, b);
+		if (!b.len) {
+			ppi_call_put(c, b.flags, &b.page, 1);
 			atomic_store_explicit(&r->tail, tail + 1, memory_order_release);
 		}
 	}
+	return 0;
 }
 
 /* ---- closing a side ------------------------------------------------- */
@@ -470,7 +512,7 @@ void ppi_ring_drop_bytes(struct ppi_ring *r, size_t n)
 bool ppi_ring_drop_handle(struct ppi_ring *r, int side)
 {
 	struct ppi_call c;
-	ppi_call_lock(&c, r, false);
+	ppi_call_lock(&c, r, NULL, false);
 	uint32_t left = LOAD(r->handles[side]) - 1;
 	atomic_store_explicit(&r->handles[side], left, RELAXED);
 	if (!left) {
@@ -499,7 +541,46 @@ static uint32_t pages_for_size(size_t size)
 	return (uint32_t)(pow / PP_PAGE_SIZE);
 }
 
-long ppi_ring_setsize(struct ppi_ring *r, size_t size)
+/* Move the ring's buffers to an array of `pages` slots, at the same
+ * free-running indices.  A private ring's array is allocated; a shared
+ * ring has two areas in its ctl memory and moves to the other one,
+ * publishing the new array and size with one store (shm.h, geom) so that a
+ * process killed in the middle leaves the old ring whole.  0 or ENOMEM. */
+static int ring_move(struct ppi_call *c, uint32_t pages)
+{
+	struct ppi_ring *r = c->r;
+	uint32_t head = LOAD(r->head), tail = LOAD(r->tail);
+	struct ppi_buf *nb;
+	struct ppi_shm *v = c->shm;
+	uint32_t geom = 0;
+	if (v) {
+		uint32_t order = 0;
+		while ((1u << order) < pages)
+			order++;
+		geom = (((LOAD(v->hdr->geom) >> 8) & 1) ^ 1) << 8 | order;
+		nb = ppi_shm_slots(v, geom >> 8);
+	} else if (!(nb = calloc(pages, sizeof *nb))) {
+		return ENOMEM;
+	}
+	for (uint32_t i = tail; i != head; i++)
+		nb[i & (pages - 1)] = c->bufs[i & c->mask];
+	if (v) {
+		atomic_store_explicit(&v->hdr->geom, geom, memory_order_release);
+		/* The old area's memory goes back (the ctl memfd is sparse). */
+		size_t off = PPI_SHM_SLOTS_OFF + (((geom >> 8) & 1) ^ 1) * PPI_SHM_SLOTS_SIZE;
+		fallocate(v->ctl_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+		          (off_t)PPI_SHM_SLOTS_SIZE);
+	} else {
+		free(c->bufs);
+		r->bufs_off = (intptr_t)((uintptr_t)nb - (uintptr_t)r);
+		r->ring_size = pages;
+	}
+	c->bufs = nb;
+	c->mask = pages - 1;
+	return 0;
+}
+
+long ppi_ring_setsize(struct ppi_ring *r, struct ppi_shm *shm, size_t size)
 {
 	uint32_t pages = pages_for_size(size);
 	if (!pages) {
@@ -507,29 +588,20 @@ long ppi_ring_setsize(struct ppi_ring *r, size_t size)
 		return -1;
 	}
 	struct ppi_call c;
-	ppi_call_lock(&c, r, false);
+	int err = ppi_call_lock(&c, r, shm, false);
+	if (err)
+		return ppi_result(-1, err, false, 0);
 	uint32_t head = LOAD(r->head), tail = LOAD(r->tail);
-	int err = 0;
 	if (pages > LOAD(r->max_usage) &&
 	    (long)pages * PP_PAGE_SIZE > atomic_load(&max_size))
 		err = EPERM;
 	else if (pages < head - tail + LOAD(r->reserved))
 		err = EBUSY;
-	else if (pages != r->ring_size) {
-		struct ppi_buf *nb = calloc(pages, sizeof *nb);
-		if (!nb) {
-			err = ENOMEM;
-		} else {
-			struct ppi_buf *ob = ppi_ring_bufs(r);
-			for (uint32_t i = tail; i != head; i++)
-				nb[i & (pages - 1)] = ob[i & (r->ring_size - 1)];
-			free(ob);
-			r->bufs_off = (intptr_t)((uintptr_t)nb - (uintptr_t)r);
-			r->ring_size = pages;
-		}
-	}
+	else if (pages != c.mask + 1)
+		err = ring_move(&c, pages);
 	if (!err) {
-		ppi_pool_pipe_pages((long)pages - (long)LOAD(r->max_usage));
+		if (!shm)
+			ppi_pool_pipe_pages((long)pages - (long)LOAD(r->max_usage));
 		atomic_store_explicit(&r->max_usage, pages, RELAXED);
 		/* More room may let any number of writers on: wake them all. */
 		ppi_call_owe(&c, PPI_WRITE, INT_MAX);
@@ -543,12 +615,11 @@ long ppi_ring_getsize(struct ppi_ring *r)
 	return (long)LOAD(r->max_usage) * PP_PAGE_SIZE;
 }
 
-uint32_t ppi_ring_sum(struct ppi_ring *r)
+uint32_t ppi_call_sum(struct ppi_call *c)
 {
 	uint32_t n = 0;
-	struct ppi_buf *bufs = ppi_ring_bufs(r);
-	for (uint32_t i = LOAD(r->tail); i != LOAD(r->head); i++)
-		n += bufs[i & (r->ring_size - 1)].len;
+	for (uint32_t i = LOAD(c->r->tail); i != LOAD(c->r->head); i++)
+		n += c->bufs[i & c->mask].len;
 	return n;
 }
 

@@ -21,12 +21,21 @@
 
 #define PPI_DEFAULT_PAGES 16u
 
-/* One slot: a page handle, and the bytes [offset, offset+len) of it. */
+/* One slot: a page handle, and the bytes [offset, offset+len) of it.
+ * offset and len share one aligned 64-bit word, `span`, so that a reader
+ * or a merging writer publishes a change of both with one store: a
+ * process killed in the middle of a call on a shared ring leaves the slot
+ * as it was or as it is, never half of each. */
 struct ppi_buf {
 	uint32_t page;
-	uint32_t offset;
-	uint32_t len;
 	uint32_t flags;
+	union {
+		struct {
+			uint32_t offset;
+			uint32_t len;
+		};
+		uint64_t span;
+	};
 };
 /*
  * PPI_BUF_CAN_MERGE: a later write may append to this page.  Only a write
@@ -96,11 +105,9 @@ static inline struct ppi_buf *ppi_ring_bufs(struct ppi_ring *r)
 	return (struct ppi_buf *)((uintptr_t)r + (uintptr_t)r->bufs_off);
 }
 
-/* ring.c */
+/* ring.c (the calls that need a struct ppi_call are in call.h) */
 struct ppi_ring *ppi_ring_new(int flags);
 void ppi_ring_free(struct ppi_ring *r);
-bool ppi_ring_drop_handle(struct ppi_ring *r, int side); /* true: free the ring */
-long ppi_ring_setsize(struct ppi_ring *r, size_t size);
 long ppi_ring_getsize(struct ppi_ring *r);
 int ppi_ring_nread(struct ppi_ring *r);
 short ppi_ring_events(struct ppi_ring *r, int side);
@@ -153,11 +160,7 @@ static inline void ppi_ring_efd_update(struct ppi_ring *r, bool data_added)
 		ppi_ring_efd_update_slow(r, data_added);
 }
 unsigned ppi_ring_spin(struct ppi_ring *r, int side);
-void ppi_ring_drop_bytes(struct ppi_ring *r, size_t n);
 
-/* Under the lock: the bytes the slots hold, counted the long way (for the
- * invariant checks of the sanitizer builds). */
-uint32_t ppi_ring_sum(struct ppi_ring *r);
 
 /* Under the lock: n more bytes (or, negative, fewer) in the ring. */
 static inline void ppi_ring_count(struct ppi_ring *r, int64_t n)
@@ -165,118 +168,5 @@ static inline void ppi_ring_count(struct ppi_ring *r, int64_t n)
 	atomic_store_explicit(&r->bytes, (uint32_t)(LOAD(r->bytes) + n), RELAXED);
 }
 
-/* ---- a call on a ring: waiting, and what it owes others (wait.c) ---- */
-
-/*
- * Every call that locks a ring carries one of these for it.  Under the
- * lock it collects what the call owes other threads, as Linux's
- * wakeup_pipe_readers/writers do: ppi_call_owe marks sleepers of a side to
- * be woken, ppi_call_push owes the wake a push into an empty ring owes,
- * ppi_call_wait records that the call slept, and ppi_call_settle applies
- * the wake rules to all that and refreshes pp_fd's descriptors.  After the
- * lock is dropped ppi_call_wake sends the wakes.  ppi_call_unlock does
- * settle, unlock and wake, in that order; ppi_result ends the call
- * (SIGPIPE, errno).  The wakes are the only futex wakes of the ring's
- * sequence words in the library.
- */
-struct ppi_call {
-	struct ppi_ring *r;
-	bool consumer;  /* takes data out: freeing room in a full ring wakes a writer */
-	bool was_full;  /* consumers: the ring was full when last locked or woken */
-	bool waited[2]; /* slept for this side: passes the wake on if it still holds */
-	bool added;     /* data went in: signal the read side's pp_fd again */
-	int wake[2];    /* sleepers to wake per side once unlocked: 0, 1 or INT_MAX */
-};
-
-/* The slow parts, out of line in wait.c. */
-void ppi_call_settle_waited(struct ppi_call *c);
-void ppi_call_wake_slow(struct ppi_call *c);
-ssize_t ppi_result_fail(int err, bool sigpipe, int fl);
-bool ppi_call_pass(struct ppi_call *c, int side, int n);
-int ppi_call_wait(struct ppi_call *c, int side, bool moved);
-int ppi_call_wait_data(struct ppi_call *c, bool nonblock);
-
-/* The fast parts are inline: every read and write goes through them, and a
- * call into another file for each cost a third of a one-byte write. */
-static inline void ppi_call_start(struct ppi_call *c, struct ppi_ring *r, bool consumer)
-{
-	*c = (struct ppi_call){ .r = r, .consumer = consumer };
-}
-
-static inline void ppi_call_lock(struct ppi_call *c, struct ppi_ring *r, bool consumer)
-{
-	ppi_call_start(c, r, consumer);
-	ppi_lock(&r->lock);
-	c->was_full = consumer && ppi_ring_full(r);
-}
-
-/* Under the lock: if anyone sleeps on side, move its sequence word so a
- * sleeper that has not reached the kernel yet will not go to sleep, and
- * owe n of them (1, or INT_MAX for all) a futex wake once the lock is
- * dropped. */
-static inline void ppi_call_owe(struct ppi_call *c, int side, int n)
-{
-	struct ppi_ring *r = c->r;
-	if (likely(!r->sleepers[side]))
-		return;
-	atomic_fetch_add_explicit(&r->seq[side], 1, RELAXED);
-	if (c->wake[side] < n)
-		c->wake[side] = n;
-}
-
-/* Put a buffer at head, under the lock.  Filling an empty pipe is the one
- * moment a reader may be asleep waiting for it: owe that wake. */
-static inline void ppi_call_push(struct ppi_call *c, struct ppi_buf buf)
-{
-	struct ppi_ring *r = c->r;
-	uint32_t head = LOAD(r->head);
-	if (head == LOAD(r->tail))
-		ppi_call_owe(c, PPI_READ, 1);
-	ppi_ring_bufs(r)[head & (r->ring_size - 1)] = buf;
-	ppi_ring_count(r, buf.len);
-	atomic_store_explicit(&r->head, head + 1, memory_order_release);
-	c->added = true;
-}
-
-/* Under the lock, once the call has done its work: the wake rules (see
- * wait.c), then tell pp_fd() users what changed. */
-static inline void ppi_call_settle(struct ppi_call *c)
-{
-	/* A consumer that freed a slot of a full ring wakes one writer. */
-	if (c->consumer && c->was_full && !ppi_ring_full(c->r))
-		ppi_call_owe(c, PPI_WRITE, 1);
-	if (unlikely(c->waited[PPI_READ] || c->waited[PPI_WRITE]))
-		ppi_call_settle_waited(c);
-	PPI_INVARIANT(ppi_ring_sum(c->r) == LOAD(c->r->bytes));
-	ppi_ring_efd_update(c->r, c->added);
-	c->added = false;
-}
-
-/* With the lock dropped: send the wakes owed. */
-static inline void ppi_call_wake(struct ppi_call *c)
-{
-	if (unlikely(c->wake[PPI_READ] || c->wake[PPI_WRITE]))
-		ppi_call_wake_slow(c);
-}
-
-static inline void ppi_call_unlock(struct ppi_call *c)
-{
-	ppi_call_settle(c);
-	ppi_unlock(&c->r->lock);
-	ppi_call_wake(c);
-}
-
-/* How a call returns, once every lock is dropped: raise SIGPIPE if it met
- * a pipe with no reader (unless fl has PP_NOSIGPIPE), then -1 with errno
- * err, or ret when err is 0. */
-static inline ssize_t ppi_result(ssize_t ret, int err, bool sigpipe, int fl)
-{
-	if (unlikely(err || sigpipe))
-		return err ? ppi_result_fail(err, sigpipe, fl) : (ppi_result_fail(0, true, fl), ret);
-	return ret;
-}
-
-ssize_t ppi_ring_read(struct ppi_ring *r, int fl, struct ppi_iter *it);
-ssize_t ppi_ring_write(struct ppi_ring *r, int fl, struct ppi_iter *it);
 
 #endif

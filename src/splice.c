@@ -25,42 +25,64 @@
 #include <stdlib.h>
 #include <sys/uio.h>
 
+#include <string.h>
+
 #include "end.h"
 
 #define FANOUT_MAX 64
 
+/* A transfer: every ring it touches, each with its call. */
 struct xfer {
-	struct ppi_ring *in;
-	struct ppi_ring *outs[FANOUT_MAX];
-	int n;
-	struct ppi_ring *order[FANOUT_MAX + 1]; /* every ring, by address */
-	int nlocked;
-	struct ppi_call cin;              /* what the call does to `in` */
+	int n;                             /* outputs */
+	bool copy;                         /* a shared ring takes part: copy bytes */
+	int in_fl, out_fl[FANOUT_MAX];     /* the ends' status flags */
+	struct ppi_call cin;               /* what the call does to `in` */
 	struct ppi_call couts[FANOUT_MAX]; /* ... and to each output */
+	struct ppi_call *order[FANOUT_MAX + 1]; /* every call, in locking order */
 };
 
-static int by_address(const void *a, const void *b)
+/*
+ * The order rings are locked in.  Private rings by address (a process's
+ * own); then shared rings by the identity of their memory, which every
+ * process sees alike, so that two processes moving data between the same
+ * two shared pipes in opposite directions cannot deadlock.
+ */
+static int lock_order(const void *a, const void *b)
 {
-	uintptr_t x = (uintptr_t) * (struct ppi_ring *const *)a;
-	uintptr_t y = (uintptr_t) * (struct ppi_ring *const *)b;
-	return x < y ? -1 : x > y;
+	const struct ppi_call *x = *(struct ppi_call *const *)a;
+	const struct ppi_call *y = *(struct ppi_call *const *)b;
+	if (!x->shm != !y->shm)
+		return x->shm ? 1 : -1;
+	uintptr_t kx = x->shm ? (uintptr_t)x->shm->ino : (uintptr_t)x->r;
+	uintptr_t ky = y->shm ? (uintptr_t)y->shm->ino : (uintptr_t)y->r;
+	if (kx == ky && x->shm)
+		kx = (uintptr_t)x->shm->dev, ky = (uintptr_t)y->shm->dev;
+	return kx < ky ? -1 : kx > ky;
 }
 
-static void lock_all(struct xfer *x)
+static void unlock_all_but(struct xfer *x, int upto, struct ppi_call *keep)
 {
-	for (int i = 0; i < x->nlocked; i++)
-		ppi_lock(&x->order[i]->lock);
-}
-
-static void unlock_all_but(struct xfer *x, struct ppi_ring *keep)
-{
-	for (int i = x->nlocked - 1; i >= 0; i--)
+	for (int i = upto - 1; i >= 0; i--)
 		if (x->order[i] != keep)
-			ppi_unlock(&x->order[i]->lock);
+			ppi_call_drop(x->order[i]);
+}
+
+/* Lock every ring: 0, or EIO with none held. */
+static int lock_all(struct xfer *x)
+{
+	for (int i = 0; i < x->n + 1; i++) {
+		int err = ppi_call_relock(x->order[i]);
+		if (err) {
+			unlock_all_but(x, i, NULL);
+			return err;
+		}
+	}
+	return 0;
 }
 
 /* Check the ends and set up x.  0, or -1 with errno. */
-static int xfer_init(struct xfer *x, struct pp_end *in, struct pp_end *const outs[], int n)
+static int xfer_init(struct xfer *x, struct pp_end *in, struct pp_end *const outs[], int n,
+                     bool consume)
 {
 	struct ppi_ring *r = ppi_end_ring_side(in, PPI_READ);
 	if (!r)
@@ -73,20 +95,23 @@ static int xfer_init(struct xfer *x, struct pp_end *in, struct pp_end *const out
 		errno = EINVAL;
 		return -1;
 	}
-	x->in = r;
 	x->n = n;
-	x->order[0] = r;
+	x->in_fl = ppi_end_flags(in);
+	ppi_call_start(&x->cin, r, in->shm, consume);
+	x->order[0] = &x->cin;
+	x->copy = in->shm != NULL;
 	for (int i = 0; i < n; i++) {
 		struct ppi_ring *o = ppi_end_ring_side(outs[i], PPI_WRITE);
 		if (!o)
 			return -1;
-		x->outs[i] = o;
-		x->order[i + 1] = o;
+		ppi_call_start(&x->couts[i], o, outs[i]->shm, false);
+		x->out_fl[i] = ppi_end_flags(outs[i]);
+		x->order[i + 1] = &x->couts[i];
+		x->copy |= outs[i]->shm != NULL;
 	}
-	x->nlocked = n + 1;
-	qsort(x->order, (size_t)x->nlocked, sizeof x->order[0], by_address);
-	for (int i = 1; i < x->nlocked; i++)
-		if (x->order[i] == x->order[i - 1]) {
+	qsort(x->order, (size_t)n + 1, sizeof x->order[0], lock_order);
+	for (int i = 1; i < n + 1; i++)
+		if (x->order[i]->r == x->order[i - 1]->r) {
 			errno = EINVAL; /* the same pipe twice, as splice(2) says */
 			return -1;
 		}
@@ -94,22 +119,56 @@ static int xfer_init(struct xfer *x, struct pp_end *in, struct pp_end *const out
 }
 
 /*
+ * With every lock held: copy one buffer's `take` bytes into a fresh page of
+ * each output (rings in different memory cannot share pages).  The copies
+ * get the flags a shared reference would have: mergeable only when a whole
+ * buffer moves to one pipe.  false when a page could not be had for every
+ * output (nothing is pushed then).
+ */
+static bool copy_buffer(struct xfer *x, const struct ppi_buf *b, size_t take, bool keep_merge)
+{
+	uint32_t pages[FANOUT_MAX];
+	int got = 0;
+	for (; got < x->n; got++)
+		if (!ppi_call_pages(&x->couts[got], &pages[got], 1))
+			break;
+	if (got < x->n) {
+		for (int i = 0; i < got; i++)
+			ppi_call_put(&x->couts[i], PPI_KIND_ANON << PPI_BUF_KIND_SHIFT, &pages[i], 1);
+		return false;
+	}
+	const unsigned char *from = ppi_call_addr(&x->cin, b->page) + b->offset;
+	uint32_t flags = (b->flags & (PPI_BUF_PACKET | (keep_merge ? PPI_BUF_CAN_MERGE : 0))) |
+	                 PPI_KIND_ANON << PPI_BUF_KIND_SHIFT;
+	for (int i = 0; i < x->n; i++) {
+		memcpy(ppi_call_addr(&x->couts[i], pages[i]), from, take);
+		ppi_call_push(&x->couts[i], (struct ppi_buf){
+			.page = pages[i], .flags = flags, .offset = 0, .len = (uint32_t)take });
+	}
+	return true;
+}
+
+/*
  * With every lock held: share or move up to len bytes of in's buffers into
  * each output, at most `room` buffers.  consume: take them out of in.
+ * Sets *err to EIO (corrupt) or ENOMEM (no page for a copy) when it stopped
+ * for that.
  */
-static size_t xfer_buffers(struct xfer *x, size_t len, uint32_t room, bool consume)
+static size_t xfer_buffers(struct xfer *x, size_t len, uint32_t room, bool consume, int *err)
 {
-	struct ppi_ring *in = x->in;
-	struct ppi_buf *bufs = ppi_ring_bufs(in);
-	uint32_t mask = in->ring_size - 1;
+	struct ppi_call *ci = &x->cin;
+	struct ppi_ring *in = ci->r;
 	uint32_t cur = LOAD(in->tail), head = LOAD(in->head);
 	size_t done = 0;
 
 	while (done < len && room && cur != head) {
-		struct ppi_buf *b = &bufs[cur & mask];
-		const struct ppi_buf_ops *ops = ppi_buf_ops_of(b->flags);
-		size_t take = b->len < len - done ? b->len : len - done;
-		bool whole = take == b->len;
+		struct ppi_buf b;
+		if (!ppi_call_buf(ci, cur, &b)) {
+			*err = EIO;
+			break;
+		}
+		size_t take = b.len < len - done ? b.len : len - done;
+		bool whole = take == b.len;
 		/* A whole buffer leaving `in` hands its own reference to one of
 		 * the outputs, so n outputs need n - 1 more, taken in one atomic
 		 * add: every reference operation on a page the readers are
@@ -117,25 +176,37 @@ static size_t xfer_buffers(struct xfer *x, size_t len, uint32_t room, bool consu
 		 * buffer moved to one pipe) is the only case that does not share
 		 * the page; a shared page is no longer the pipe's alone, so
 		 * neither the copies nor what stays behind in `in` may be merged
-		 * into. */
+		 * into.  Rings in different memory get copies instead, flagged as
+		 * the references would be. */
 		uint32_t more = (uint32_t)x->n - (consume && whole);
-		if (more) {
-			b->flags &= ~PPI_BUF_CAN_MERGE;
-			ops->get(b->page, more);
+		if (x->copy) {
+			if (!copy_buffer(x, &b, take, !more)) {
+				*err = ENOMEM;
+				break;
+			}
+		} else {
+			if (more)
+				ppi_buf_ops_of(b.flags)->get(b.page, more);
+			struct ppi_buf nb = b;
+			nb.len = (uint32_t)take;
+			if (more)
+				nb.flags &= ~PPI_BUF_CAN_MERGE;
+			for (int i = 0; i < x->n; i++)
+				ppi_call_push(&x->couts[i], nb);
 		}
-		struct ppi_buf nb = *b;
-		nb.len = (uint32_t)take;
-		for (int i = 0; i < x->n; i++)
-			ppi_call_push(&x->couts[i], nb);
+		if (more && (b.flags & PPI_BUF_CAN_MERGE)) {
+			b.flags &= ~PPI_BUF_CAN_MERGE;
+			ci->bufs[cur & ci->mask].flags = b.flags;
+		}
 		if (consume) {
 			ppi_ring_count(in, -(int64_t)take);
+			b.offset += (uint32_t)take;
+			b.len -= (uint32_t)take;
+			ppi_call_set_span(ci, cur, b);
 			if (whole) {
-				b->page = 0;
-				b->len = 0;
+				if (x->copy)
+					ppi_call_put(ci, b.flags, &b.page, 1);
 				atomic_store_explicit(&in->tail, ++cur, memory_order_release);
-			} else {
-				b->offset += (uint32_t)take;
-				b->len -= (uint32_t)take;
 			}
 		} else if (whole) {
 			cur++;
@@ -149,21 +220,18 @@ static size_t xfer_buffers(struct xfer *x, size_t len, uint32_t room, bool consu
 static ssize_t xfer_run(struct xfer *x, size_t len, unsigned flags, bool consume)
 {
 	/* Linux folds O_NONBLOCK of either pipe end into SPLICE_F_NONBLOCK. */
-	bool nonblock = (flags & PP_SPLICE_NONBLOCK) ||
-	                (LOAD(x->in->flags[PPI_READ]) & PP_NONBLOCK);
+	bool nonblock = (flags & PP_SPLICE_NONBLOCK) || (x->in_fl & PP_NONBLOCK);
 	for (int i = 0; i < x->n; i++)
-		nonblock |= (LOAD(x->outs[i]->flags[PPI_WRITE]) & PP_NONBLOCK) != 0;
-	struct ppi_ring *in = x->in;
+		nonblock |= (x->out_fl[i] & PP_NONBLOCK) != 0;
+	struct ppi_ring *in = x->cin.r;
 	int err = 0, sigpipe_out = -1;
 	size_t done = 0;
 
 	if (!len)
 		return 0;
-	ppi_call_start(&x->cin, in, consume);
-	for (int i = 0; i < x->n; i++)
-		ppi_call_start(&x->couts[i], x->outs[i], false);
 	for (;;) {
-		lock_all(x);
+		if ((err = lock_all(x)))
+			return ppi_result(-1, err, false, 0);
 		x->cin.was_full = false; /* noted just before buffers move */
 		struct ppi_call *wait_on = NULL;
 		int wait_side = PPI_READ;
@@ -171,7 +239,7 @@ static ssize_t xfer_run(struct xfer *x, size_t len, unsigned flags, bool consume
 			wait_on = &x->cin;
 		} else {
 			for (int i = 0; i < x->n && !wait_on && !err; i++) {
-				struct ppi_ring *o = x->outs[i];
+				struct ppi_ring *o = x->couts[i].r;
 				if (!ppi_ring_full(o))
 					continue;
 				if (!LOAD(o->handles[PPI_READ])) {
@@ -188,16 +256,17 @@ static ssize_t xfer_run(struct xfer *x, size_t len, unsigned flags, bool consume
 		if (wait_on && !err) {
 			/* Sleep holding no other lock; then start over.  Nothing
 			 * has moved yet, so nothing is owed. */
-			unlock_all_but(x, wait_on->r);
+			unlock_all_but(x, x->n + 1, wait_on);
 			err = ppi_call_wait(wait_on, wait_side, false);
-			ppi_unlock(&wait_on->r->lock);
+			if (err != EIO)
+				ppi_call_drop(wait_on);
 			if (err)
 				return ppi_result(-1, err, false, 0);
 			continue;
 		}
 		if (!err) {
 			for (int i = 0; i < x->n && !err; i++)
-				if (!LOAD(x->outs[i]->handles[PPI_READ])) {
+				if (!LOAD(x->couts[i].r->handles[PPI_READ])) {
 					err = EPIPE;
 					sigpipe_out = i;
 				}
@@ -205,20 +274,22 @@ static ssize_t xfer_run(struct xfer *x, size_t len, unsigned flags, bool consume
 		if (!err && LOAD(in->head) != LOAD(in->tail)) {
 			uint32_t room = UINT32_MAX;
 			for (int i = 0; i < x->n; i++) {
-				uint32_t free_slots = ppi_ring_room(x->outs[i]);
+				uint32_t free_slots = ppi_ring_room(x->couts[i].r);
 				if (free_slots < room)
 					room = free_slots;
 			}
 			x->cin.was_full = ppi_ring_full(in);
-			done = xfer_buffers(x, len, room, consume);
+			done = xfer_buffers(x, len, room, consume, &err);
+			if (done)
+				err = 0; /* what moved is returned; the next call fails */
 		}
 		break;
 	}
-	int out_flags = sigpipe_out >= 0 ? LOAD(x->outs[sigpipe_out]->flags[PPI_WRITE]) : 0;
+	int out_flags = sigpipe_out >= 0 ? x->out_fl[sigpipe_out] : 0;
 	ppi_call_settle(&x->cin);
 	for (int i = 0; i < x->n; i++)
 		ppi_call_settle(&x->couts[i]);
-	unlock_all_but(x, NULL);
+	unlock_all_but(x, x->n + 1, NULL);
 	ppi_call_wake(&x->cin);
 	for (int i = 0; i < x->n; i++)
 		ppi_call_wake(&x->couts[i]);
@@ -239,7 +310,7 @@ static ssize_t xfer(struct pp_end *in, struct pp_end *const outs[], int n, size_
 	}
 	if (!len)
 		return 0;
-	if (xfer_init(&x, in, outs, n))
+	if (xfer_init(&x, in, outs, n, consume))
 		return -1;
 	if (len > PPI_MAX_RW)
 		len = PPI_MAX_RW;
@@ -277,19 +348,21 @@ PPI_API ssize_t pp_peek(struct pp_end *in, struct iovec *iov, int max)
 		errno = EFAULT;
 		return -1;
 	}
-	int fl = LOAD(r->flags[PPI_READ]);
-	int n = 0, err = 0;
+	int fl = ppi_end_flags(in);
+	int n = 0, err;
 	struct ppi_call c;
-	ppi_call_lock(&c, r, false);
-	if (max)
-		err = ppi_call_wait_data(&c, fl & PP_NONBLOCK);
-	if (!err) {
-		struct ppi_buf *bufs = ppi_ring_bufs(r);
-		for (uint32_t i = LOAD(r->tail); i != LOAD(r->head) && n < max; i++, n++) {
-			struct ppi_buf *b = &bufs[i & (r->ring_size - 1)];
-			iov[n].iov_base = ppi_page_addr(b->page) + b->offset;
-			iov[n].iov_len = b->len;
+	if ((err = ppi_call_lock(&c, r, in->shm, false)))
+		return ppi_result(-1, err, false, fl);
+	if (max && (err = ppi_call_wait_data(&c, fl & PP_NONBLOCK)) == EIO)
+		return ppi_result(-1, err, false, fl);
+	for (uint32_t i = LOAD(r->tail); !err && i != LOAD(r->head) && n < max; i++, n++) {
+		struct ppi_buf b;
+		if (!ppi_call_buf(&c, i, &b)) {
+			err = EIO;
+			break;
 		}
+		iov[n].iov_base = ppi_call_addr(&c, b.page) + b.offset;
+		iov[n].iov_len = b.len;
 	}
 	ppi_call_unlock(&c);
 	return ppi_result(n, err, false, fl);
@@ -301,16 +374,20 @@ PPI_API ssize_t pp_consume(struct pp_end *in, size_t n)
 	if (!r)
 		return -1;
 	struct ppi_call c;
-	ppi_call_lock(&c, r, true);
-	struct ppi_buf *bufs = ppi_ring_bufs(r);
-	uint32_t mask = r->ring_size - 1;
+	int err = ppi_call_lock(&c, r, in->shm, true);
+	if (err)
+		return ppi_result(-1, err, false, 0);
 	size_t avail = 0;
 	/* Stop as soon as n is covered: a deep ring (the command's hold
-	 * 100k pages) must not be walked whole, under the lock, per call. */
-	for (uint32_t i = LOAD(r->tail); i != LOAD(r->head) && avail < n; i++)
-		avail += bufs[i & mask].len;
-	if (n <= avail)
-		ppi_ring_drop_bytes(r, n);
+	 * 100k pages) must not be walked whole, under the lock, per call.
+	 * The walk is bounded by the ring's size (checked at the lock). */
+	for (uint32_t i = LOAD(r->tail), k = 0; i != LOAD(r->head) && avail < n && k <= c.mask;
+	     i++, k++)
+		avail += c.bufs[i & c.mask].len;
+	if (n > avail)
+		err = EINVAL;
+	else
+		err = ppi_call_drop_bytes(&c, n);
 	ppi_call_unlock(&c);
-	return ppi_result((ssize_t)n, n > avail ? EINVAL : 0, false, 0);
+	return ppi_result((ssize_t)n, err, false, 0);
 }

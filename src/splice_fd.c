@@ -82,7 +82,7 @@ static struct ppi_ring *fd_prologue(struct pp_end *end, int side, int fd, const 
 	}
 	if (*len > PPI_MAX_RW)
 		*len = PPI_MAX_RW;
-	*nonblock = (flags & PP_SPLICE_NONBLOCK) || (LOAD(r->flags[side]) & PP_NONBLOCK);
+	*nonblock = (flags & PP_SPLICE_NONBLOCK) || (ppi_end_flags(end) & PP_NONBLOCK);
 	return r;
 }
 
@@ -150,11 +150,12 @@ PPI_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t
 	if (!r)
 		return -1;
 
-	int fl = LOAD(r->flags[PPI_WRITE]);
+	int fl = ppi_end_flags(out);
 	uint32_t k = 0;
-	int err = 0;
 	struct ppi_call c;
-	ppi_call_lock(&c, r, false);
+	int err = ppi_call_lock(&c, r, out->shm, false);
+	if (err)
+		return ppi_result(-1, err, false, fl);
 	while (!err) {
 		if (!LOAD(r->handles[PPI_READ])) {
 			err = EPIPE;
@@ -169,23 +170,32 @@ PPI_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t
 			break;
 		}
 		err = nonblock ? EAGAIN : ppi_call_wait(&c, PPI_WRITE, false);
+		if (err == EIO)
+			return ppi_result(-1, err, false, fl);
 	}
 	if (err) {
 		ppi_call_unlock(&c);
 		return ppi_result(-1, err, err == EPIPE, fl);
 	}
-	atomic_store_explicit(&r->reserved, LOAD(r->reserved) + k, RELAXED);
-	ppi_unlock(&r->lock); /* the call goes on below: what it owes is kept */
-
+	/* Reserve k slots, and on a shared ring take the pages now, under its
+	 * lock (they are held by us until pushed, so that they come back if we
+	 * die reading). */
 	uint32_t pages[SEGS_MAX];
+	unsigned got = 0;
+	atomic_store_explicit(&r->reserved, LOAD(r->reserved) + k, RELAXED);
+	if (c.shm) {
+		ppi_shm_reserve(c.shm, (int)k);
+		got = ppi_call_pages(&c, pages, k);
+	}
+	ppi_call_drop(&c); /* the call goes on below: what it owes is kept */
+
 	struct iovec iov[SEGS_MAX];
 	struct file_run run = { NULL, 0, 0 };
-	unsigned got = 0;
 	uint32_t kind = PPI_KIND_ANON;
 	ssize_t n = -1;
 	err = ENOMEM;
 	off_t pos = off ? *off : -1;
-	if (file_pages_mappable(fd, &st) && (off || (pos = lseek(fd, 0, SEEK_CUR)) >= 0) &&
+	if (!c.shm && file_pages_mappable(fd, &st) && (off || (pos = lseek(fd, 0, SEEK_CUR)) >= 0) &&
 	    (n = map_file(fd, pos, len, k, &st, pages, &run)) >= 0) {
 		got = run.pages;
 		kind = PPI_KIND_FILE;
@@ -193,20 +203,25 @@ PPI_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t
 			err = errno;
 			n = -1;
 		}
-	} else if ((got = ppi_page_get_many(pages, k))) {
+	} else if (c.shm || (got = ppi_call_pages(&c, pages, k))) {
 		size_t left = len;
 		for (unsigned i = 0; i < got; i++) {
-			iov[i].iov_base = ppi_page_addr(pages[i]);
+			iov[i].iov_base = ppi_call_addr(&c, pages[i]);
 			iov[i].iov_len = left < PP_PAGE_SIZE ? left : PP_PAGE_SIZE;
 			left -= iov[i].iov_len;
 		}
-		n = off ? preadv(fd, iov, (int)got, *off) : readv(fd, iov, (int)got);
-		err = errno;
+		if (got) {
+			n = off ? preadv(fd, iov, (int)got, *off) : readv(fd, iov, (int)got);
+			err = errno;
+		}
 	}
 
 	unsigned pushed = 0;
-	ppi_lock(&r->lock);
+	if (ppi_call_relock(&c) == EIO)
+		return ppi_result(-1, EIO, false, fl); /* what was read is lost with the pipe */
 	atomic_store_explicit(&r->reserved, LOAD(r->reserved) - k, RELAXED);
+	if (c.shm)
+		ppi_shm_reserve(c.shm, -(int)k);
 	for (size_t done = 0; n > 0 && done < (size_t)n; pushed++) {
 		uint32_t at = pushed ? 0 : run.lead;
 		size_t part = (size_t)n - done < PP_PAGE_SIZE - at ? (size_t)n - done
@@ -227,8 +242,11 @@ PPI_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t
 	if (pushed < k || c.waited[PPI_WRITE])
 		ppi_call_pass(&c, PPI_WRITE, INT_MAX);
 	c.waited[PPI_WRITE] = false;
+	if (c.shm) /* a shared ring's pages go back under its lock */
+		ppi_call_put(&c, kind << PPI_BUF_KIND_SHIFT, pages + pushed, got - pushed);
 	ppi_call_unlock(&c);
-	ppi_buf_kinds[kind]->put(pages + pushed, got - pushed);
+	if (!c.shm)
+		ppi_call_put(&c, kind << PPI_BUF_KIND_SHIFT, pages + pushed, got - pushed);
 	if (run.loan)
 		ppi_loan_put(run.loan); /* ours; the buffers hold theirs */
 	if (n >= 0 && off)
@@ -247,27 +265,32 @@ PPI_API ssize_t pp_splice_to_fd(struct pp_end *in, int fd, off_t *off, size_t le
 
 	ssize_t n = 0;
 	struct ppi_call c;
-	ppi_call_lock(&c, r, true);
-	int err = ppi_call_wait_data(&c, nonblock);
+	int err = ppi_call_lock(&c, r, in->shm, true);
+	if (err)
+		return ppi_result(-1, err, false, 0);
+	if ((err = ppi_call_wait_data(&c, nonblock)) == EIO)
+		return ppi_result(-1, err, false, 0);
 	if (!err && LOAD(r->head) != LOAD(r->tail)) {
 		struct iovec iov[SEGS_MAX];
-		struct ppi_buf *bufs = ppi_ring_bufs(r);
-		uint32_t mask = r->ring_size - 1;
 		int cnt = 0;
 		size_t planned = 0;
 		for (uint32_t i = LOAD(r->tail); i != LOAD(r->head) && cnt < SEGS_MAX && planned < len;
 		     i++) {
-			struct ppi_buf *b = &bufs[i & mask];
-			size_t take = b->len < len - planned ? b->len : len - planned;
-			iov[cnt].iov_base = ppi_page_addr(b->page) + b->offset;
+			struct ppi_buf b;
+			if (!ppi_call_buf(&c, i, &b)) {
+				err = EIO;
+				break;
+			}
+			size_t take = b.len < len - planned ? b.len : len - planned;
+			iov[cnt].iov_base = ppi_call_addr(&c, b.page) + b.offset;
 			iov[cnt++].iov_len = take;
 			planned += take; /* packets too: splice is not read(2) */
 		}
-		n = off ? pwritev(fd, iov, cnt, *off) : writev(fd, iov, cnt);
-		if (n < 0)
+		n = err ? -1 : off ? pwritev(fd, iov, cnt, *off) : writev(fd, iov, cnt);
+		if (n < 0 && !err)
 			err = errno;
-		else
-			ppi_ring_drop_bytes(r, (size_t)n); /* exactly what the descriptor took */
+		else if (n > 0) /* exactly what the descriptor took */
+			err = ppi_call_drop_bytes(&c, (size_t)n);
 	}
 	ppi_call_unlock(&c);
 	if (!err && off)

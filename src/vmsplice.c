@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
+#include <string.h>
+
 #include "end.h"
 
 /* Most handles pp_vmsplice makes in one call to the pool. */
@@ -35,7 +37,7 @@ PPI_API ssize_t pp_vmsplice(struct pp_end *out, const struct iovec *iov, unsigne
 		errno = EFAULT;
 		return -1;
 	}
-	int fl = LOAD(r->flags[PPI_WRITE]);
+	int fl = ppi_end_flags(out);
 	bool nonblock = (flags & PP_SPLICE_NONBLOCK) || (fl & PP_NONBLOCK);
 	size_t placed = 0;
 	unsigned long seg = 0;
@@ -45,7 +47,8 @@ PPI_API ssize_t pp_vmsplice(struct pp_end *out, const struct iovec *iov, unsigne
 	int err = 0;
 	struct ppi_call c;
 
-	ppi_call_lock(&c, r, false);
+	if ((err = ppi_call_lock(&c, r, out->shm, false)))
+		return ppi_result(-1, err, false, fl);
 	while (seg < n) {
 		const struct iovec *v = &iov[seg];
 		if (seg_off == v->iov_len) { /* segment done (or empty) */
@@ -76,6 +79,11 @@ PPI_API ssize_t pp_vmsplice(struct pp_end *out, const struct iovec *iov, unsigne
 				break;
 			}
 			err = ppi_call_wait(&c, PPI_WRITE, false);
+			if (err == EIO) {
+				if (g)
+					ppi_loan_done(g, seg_off);
+				return ppi_result(-1, err, false, fl);
+			}
 			if (err)
 				break;
 			continue;
@@ -95,16 +103,23 @@ PPI_API ssize_t pp_vmsplice(struct pp_end *out, const struct iovec *iov, unsigne
 			want = ppi_ring_room(r);
 		if (want > HANDLE_BATCH)
 			want = HANDLE_BATCH;
-		unsigned made = ppi_loan_handles(g, (unsigned char *)v->iov_base + seg_off,
-		                                 (unsigned)want, pages);
+		/* A shared ring's readers cannot see our memory: the chunks are
+		 * copied into its pages, and the segment is released as soon as
+		 * the call is done with it. */
+		unsigned char *from = (unsigned char *)v->iov_base + seg_off;
+		unsigned made = c.shm ? ppi_call_pages(&c, pages, (unsigned)want)
+		                      : ppi_loan_handles(g, from, (unsigned)want, pages);
+		uint32_t kind = c.shm ? PPI_KIND_ANON : PPI_KIND_USER;
 		for (unsigned i = 0; i < made; i++) {
 			size_t chunk = left < PP_PAGE_SIZE ? left : PP_PAGE_SIZE;
+			if (c.shm)
+				memcpy(ppi_call_addr(&c, pages[i]), from + (size_t)i * PP_PAGE_SIZE, chunk);
 			ppi_call_push(&c, (struct ppi_buf){
 				.page = pages[i],
 				.offset = 0,
 				.len = (uint32_t)chunk,
 				/* Not packets even in packet mode, as in Linux. */
-				.flags = PPI_KIND_USER << PPI_BUF_KIND_SHIFT,
+				.flags = kind << PPI_BUF_KIND_SHIFT,
 			});
 			left -= chunk;
 			seg_off += chunk;

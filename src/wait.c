@@ -29,7 +29,7 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include "ring.h"
+#include "call.h"
 
 /* ---- what a call owes -------------------------------------------------- */
 
@@ -67,10 +67,98 @@ void ppi_call_settle_waited(struct ppi_call *c)
 void ppi_call_wake_slow(struct ppi_call *c)
 {
 	for (int side = 0; side < 2; side++) {
-		if (c->wake[side])
+		if (c->wake[side] && c->shm)
+			ppi_futex_wake_shared(&c->r->seq[side], c->wake[side]);
+		else if (c->wake[side])
 			ppi_futex_wake(&c->r->seq[side], c->wake[side]);
 		c->wake[side] = 0;
 	}
+}
+
+/* ---- shared rings -------------------------------------------------------- */
+
+/*
+ * Take a shared ring's lock and check what the ring code will use (shm.c).
+ * Every 100 ms or so, also look whether the other side is gone in every
+ * process (its token hung up), and if so reap the dead holders now, so that
+ * a pipe whose readers were killed gives its writer EPIPE even when the
+ * writer never has to wait.  Sides the reaping closed wake the other
+ * side's sleepers.
+ */
+int ppi_call_lock_shared(struct ppi_call *c)
+{
+	struct ppi_shm *v = c->shm;
+	int err = ppi_shm_lock(v);
+	if (err)
+		return err;
+	if ((err = ppi_shm_ring_check(v, &c->bufs, &c->mask))) {
+		ppi_shm_unlock(v);
+		return err;
+	}
+	bool gone = ppi_shm_side_gone(v, PPI_WRITE, false) | ppi_shm_side_gone(v, PPI_READ, false);
+	unsigned closed = ppi_shm_reap(v, gone);
+	for (int side = 0; side < 2; side++)
+		if (closed & (1u << side))
+			ppi_call_owe(c, 1 - side, INT_MAX);
+	return 0;
+}
+
+/* pp_fd's descriptors of a shared ring. */
+void ppi_call_settle_shared(struct ppi_call *c)
+{
+	struct ppi_shm_hdr *hdr = c->shm->hdr;
+	if (unlikely(LOAD(hdr->fd_used[PPI_READ]) | LOAD(hdr->fd_used[PPI_WRITE])))
+		ppi_shm_token_update(c->shm, c->added);
+}
+
+/* A shared ring's buffers are pages of its memory; they go back under the
+ * lock. */
+void ppi_call_put_slow(struct ppi_call *c, uint32_t flags, const uint32_t *pages, unsigned n)
+{
+	(void)flags; /* always PPI_KIND_ANON (ppi_shm_buf_ok) */
+	ppi_shm_pages_put(c->shm, pages, n);
+}
+
+/* A shared ring's sleeper, counted in the ring and in our holder record
+ * (so that reaping can take the count back if we die asleep). */
+static void shared_sleepers(struct ppi_call *c, int side, int n)
+{
+	struct ppi_shm *v = c->shm;
+	struct ppi_shm_holder *ho = &ppi_shm_holders(v)[v->holder];
+	c->r->sleepers[side] += (uint32_t)n;
+	atomic_store_explicit(&ho->sleepers[side], LOAD(ho->sleepers[side]) + (uint32_t)n, RELAXED);
+}
+
+/*
+ * Sleep on a shared ring's side, lock held on entry and on return (0,
+ * EINTR, or EIO when the lock could not be had back).  The sleep ends at
+ * a wake, a handled signal (as on a private ring: see ppi_futex_wait_until),
+ * or after 100 ms, when the sleeper looks whether the other side is gone
+ * and reaps the dead; the caller then rechecks and may sleep again.
+ */
+static int shared_sleep(struct ppi_call *c, int side, bool moved)
+{
+	struct ppi_ring *r = c->r;
+	uint32_t seq = LOAD(r->seq[side]);
+	shared_sleepers(c, side, 1);
+	ppi_call_drop(c);
+	struct timespec at;
+	uint64_t t = ppi_now_ns() + 100000000ull;
+	at.tv_sec = (time_t)(t / 1000000000ull);
+	at.tv_nsec = (long)(t % 1000000000ull);
+	int err = ppi_futex_wait_until(&r->seq[side], seq, &at, moved);
+	int lock_err = ppi_call_relock(c);
+	if (lock_err)
+		return lock_err;
+	shared_sleepers(c, side, -1);
+	if (err == ETIMEDOUT) {
+		unsigned closed = ppi_shm_reap(c->shm, ppi_shm_side_gone(c->shm, 1 - side, true));
+		for (int s = 0; s < 2; s++)
+			if (closed & (1u << s))
+				ppi_call_owe(c, 1 - s, INT_MAX);
+		return 0;
+	}
+	return err == EINTR ? EINTR : 0;
 }
 
 ssize_t ppi_result_fail(int err, bool sigpipe, int fl)
@@ -104,6 +192,8 @@ unsigned ppi_ring_spin(struct ppi_ring *r, int side)
 	 * ran at 15 or at 4 GB/s from run to run without the yield, 15 every
 	 * time with). */
 	unsigned budget = LOAD(r->spin_budget[side]);
+	if (budget > ppi_spin_limit)
+		budget = ppi_spin_limit; /* a shared ring's word may say anything */
 	unsigned spun = 0;
 	bool ready = false;
 	for (unsigned step = 1; spun < budget; spun += step) {
@@ -138,21 +228,25 @@ unsigned ppi_ring_spin(struct ppi_ring *r, int side)
 int ppi_call_wait(struct ppi_call *c, int side, bool moved)
 {
 	struct ppi_ring *r = c->r;
-	ppi_ring_efd_update(r, c->added);
-	c->added = false;
-	ppi_unlock(&r->lock);
+	int err;
+	ppi_call_pollers(c); /* pollers hear of what we did before we sleep */
+	ppi_call_drop(c);
 	ppi_call_wake(c);
 	ppi_ring_spin(r, side);
-	ppi_lock(&r->lock);
-	int err = 0;
+	if ((err = ppi_call_relock(c)))
+		return err;
 	if (!ppi_ring_ready(r, side)) {
-		uint32_t seq = LOAD(r->seq[side]);
-		r->sleepers[side]++;
-		ppi_unlock(&r->lock);
-		err = moved ? ppi_futex_wait_intr(&r->seq[side], seq)
-		            : ppi_futex_wait(&r->seq[side], seq);
-		ppi_lock(&r->lock);
-		r->sleepers[side]--;
+		if (c->shm) {
+			err = shared_sleep(c, side, moved);
+		} else {
+			uint32_t seq = LOAD(r->seq[side]);
+			r->sleepers[side]++;
+			ppi_unlock(&r->lock);
+			err = moved ? ppi_futex_wait_intr(&r->seq[side], seq)
+			            : ppi_futex_wait(&r->seq[side], seq);
+			ppi_call_relock(c); /* a private ring's lock cannot fail */
+			r->sleepers[side]--;
+		}
 		if (err)
 			return err;
 	}

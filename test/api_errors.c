@@ -91,7 +91,7 @@ static void wrong_end_is_ebadf(void)
 static void pipe_flag_and_array_errors(void)
 {
 	struct pp_end *e[2] = { NULL, NULL };
-	static const int bad[] = { 0x8, 0x10, 0x100, 0x40000000, -1,
+	static const int bad[] = { 0x40, PP_RDONLY, PP_WRONLY, 0x100, 0x40000000, -1,
 	                           PP_NONBLOCK | 0x80 };
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		CHECK_ERR(pp_pipe(e, bad[i]), EINVAL);

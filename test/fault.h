@@ -214,6 +214,9 @@ FI_NOSAN static void fi_private_fds(void)
 __attribute__((noinline)) FI_NOSAN static void fi_fork_point(unsigned long n)
 {
 	fi.armed = 0;
+	/* The child goes on with the private pipes it had: a debugging switch
+	 * of the library's lets it (they are otherwise not the child's). */
+	setenv("PP_DEBUG_FORK_KEEPS_PRIVATE", "1", 1);
 	pid_t pid = fork();
 	if (pid == 0) {
 		fi.fork_each = 0;

@@ -489,7 +489,7 @@ static void fz_op_pipe(struct fuzz_in *in)
 	int flags = (c & 1 ? PP_NONBLOCK : 0) | (c & 2 ? PP_PACKET : 0) | (c & 4 ? PP_NOSIGPIPE : 0);
 	struct pp_end *ends[2] = { NULL, NULL };
 	if ((c & 0xf8) == 0xf8) {
-		int bad = flags | (8 << (c % 3));
+		int bad = flags | (64 << (c % 3)); /* 8 is PP_SHARED, 16 and 32 pp_open's */
 		fz_name("pp_pipe(flags %#x): invalid", bad);
 		errno = 0;
 		FZ_CHECK(pp_pipe(ends, bad) == -1 && errno == EINVAL, "pp_pipe with an unknown flag: "

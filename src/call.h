@@ -1,0 +1,225 @@
+/*
+ * call.h - what a call on a ring carries (struct ppi_call), and the ring
+ * operations that need it: locking, the slots, pages, waiting and waking.
+ *
+ * Every call that locks a ring carries one of these for it.  Under the
+ * lock it collects what the call owes other threads, as Linux's
+ * wakeup_pipe_readers/writers do: ppi_call_owe marks sleepers of a side to
+ * be woken, ppi_call_push owes the wake a push into an empty ring owes,
+ * ppi_call_wait records that the call slept, and ppi_call_settle applies
+ * the wake rules to all that and refreshes pp_fd's descriptors.  After the
+ * lock is dropped ppi_call_wake sends the wakes.  ppi_call_unlock does
+ * settle, unlock and wake, in that order; ppi_result ends the call
+ * (SIGPIPE, errno).  The wakes are the only futex wakes of the ring's
+ * sequence words in the library.
+ *
+ * The call also knows whether its ring is private or shared (shm, from the
+ * caller's handle: process-local, never read from shared memory), and
+ * holds what the ring code must not read twice from a shared ring: the
+ * slot array and its mask, checked when the lock was taken.  The helpers
+ * here dispatch on shm, so ring.c, wait.c and the splice files are one
+ * code for both kinds of ring; a private ring pays a predictable branch.
+ */
+#ifndef PPI_CALL_H
+#define PPI_CALL_H
+
+#include "shm.h"
+
+struct ppi_call {
+	struct ppi_ring *r;
+	struct ppi_shm *shm;  /* NULL: a private ring */
+	struct ppi_buf *bufs; /* the slot array, and its mask, as of the lock */
+	uint32_t mask;
+	bool consumer;  /* takes data out: freeing room in a full ring wakes a writer */
+	bool was_full;  /* consumers: the ring was full when last locked or woken */
+	bool waited[2]; /* slept for this side: passes the wake on if it still holds */
+	bool added;     /* data went in: signal the read side's pp_fd again */
+	int wake[2];    /* sleepers to wake per side once unlocked: 0, 1 or INT_MAX */
+};
+
+/* The slow parts, out of line in wait.c. */
+void ppi_call_settle_waited(struct ppi_call *c);
+void ppi_call_settle_shared(struct ppi_call *c);
+void ppi_call_wake_slow(struct ppi_call *c);
+int ppi_call_lock_shared(struct ppi_call *c);
+ssize_t ppi_result_fail(int err, bool sigpipe, int fl);
+bool ppi_call_pass(struct ppi_call *c, int side, int n);
+int ppi_call_wait(struct ppi_call *c, int side, bool moved);
+int ppi_call_wait_data(struct ppi_call *c, bool nonblock);
+void ppi_call_put_slow(struct ppi_call *c, uint32_t flags, const uint32_t *pages, unsigned n);
+/* Under the lock: the bytes the slots hold, counted the long way (for the
+ * invariant checks of the sanitizer builds). */
+uint32_t ppi_call_sum(struct ppi_call *c);
+
+/* ---- locking ------------------------------------------------------------ */
+
+static inline void ppi_call_start(struct ppi_call *c, struct ppi_ring *r, struct ppi_shm *shm,
+                                  bool consumer)
+{
+	*c = (struct ppi_call){ .r = r, .shm = shm, .consumer = consumer };
+}
+
+/* Lock the call's ring (again): 0, or EIO for a shared ring whose lock
+ * could not be had or whose memory is corrupt.  The slot array is looked
+ * up afresh, as a resize may have moved it while the lock was dropped. */
+static inline int ppi_call_relock(struct ppi_call *c)
+{
+	if (unlikely(c->shm))
+		return ppi_call_lock_shared(c);
+	struct ppi_ring *r = c->r;
+	ppi_lock(&r->lock);
+	c->bufs = ppi_ring_bufs(r);
+	c->mask = r->ring_size - 1;
+	return 0;
+}
+
+static inline int ppi_call_lock(struct ppi_call *c, struct ppi_ring *r, struct ppi_shm *shm,
+                                bool consumer)
+{
+	ppi_call_start(c, r, shm, consumer);
+	int err = ppi_call_relock(c);
+	c->was_full = !err && consumer && ppi_ring_full(r);
+	return err;
+}
+
+/* Drop the lock, nothing else (a call that goes on with it dropped). */
+static inline void ppi_call_drop(struct ppi_call *c)
+{
+	if (unlikely(c->shm))
+		ppi_shm_unlock(c->shm);
+	else
+		ppi_unlock(&c->r->lock);
+}
+
+/* ---- slots and pages ------------------------------------------------------ */
+
+/* Under the lock: slot i's buffer, copied out (a shared ring's memory may
+ * change under us; only the copy is used) and, for a shared ring, checked.
+ * false: the ring is corrupt (EIO). */
+static inline bool ppi_call_buf(struct ppi_call *c, uint32_t i, struct ppi_buf *b)
+{
+	*b = c->bufs[i & c->mask];
+	return likely(!c->shm) || ppi_shm_buf_ok(c->shm, b);
+}
+
+/* Under the lock: store a slot's offset and length (its page and flags
+ * stay), in one store. */
+static inline void ppi_call_set_span(struct ppi_call *c, uint32_t i, struct ppi_buf b)
+{
+	__atomic_store_n(&c->bufs[i & c->mask].span, b.span, __ATOMIC_RELAXED);
+}
+
+static inline unsigned char *ppi_call_addr(struct ppi_call *c, uint32_t page)
+{
+	return unlikely(c->shm) ? ppi_shm_page(c->shm, page) : ppi_page_addr(page);
+}
+
+/* Up to n fresh pages for the ring, held by this call until pushed: how
+ * many.  A shared ring's come from its own memory, under the lock. */
+static inline unsigned ppi_call_pages(struct ppi_call *c, uint32_t *pages, unsigned n)
+{
+	return unlikely(c->shm) ? ppi_shm_pages_get(c->shm, pages, n) : ppi_page_get_many(pages, n);
+}
+
+/* Drop one reference each of buffers of kind `flags`.  A shared ring's
+ * pages go back under the lock. */
+static inline void ppi_call_put(struct ppi_call *c, uint32_t flags, const uint32_t *pages,
+                                unsigned n)
+{
+	if (unlikely(c->shm))
+		ppi_call_put_slow(c, flags, pages, n);
+	else
+		ppi_buf_ops_of(flags)->put(pages, n);
+}
+
+/* ---- waking ------------------------------------------------------------------ */
+
+/* Under the lock: if anyone sleeps on side, move its sequence word so a
+ * sleeper that has not reached the kernel yet will not go to sleep, and
+ * owe n of them (1, or INT_MAX for all) a futex wake once the lock is
+ * dropped. */
+static inline void ppi_call_owe(struct ppi_call *c, int side, int n)
+{
+	struct ppi_ring *r = c->r;
+	if (likely(!r->sleepers[side]))
+		return;
+	atomic_fetch_add_explicit(&r->seq[side], 1, RELAXED);
+	if (c->wake[side] < n)
+		c->wake[side] = n;
+}
+
+/* Put a buffer at head, under the lock.  Filling an empty pipe is the one
+ * moment a reader may be asleep waiting for it: owe that wake.  A shared
+ * ring's page is the ring's from now on. */
+static inline void ppi_call_push(struct ppi_call *c, struct ppi_buf buf)
+{
+	struct ppi_ring *r = c->r;
+	uint32_t head = LOAD(r->head);
+	if (head == LOAD(r->tail))
+		ppi_call_owe(c, PPI_READ, 1);
+	if (unlikely(c->shm))
+		ppi_shm_pages_mark(c->shm, &buf.page, 1, PPI_PAGE_RING);
+	c->bufs[head & c->mask] = buf; /* unseen until head moves */
+	ppi_ring_count(r, buf.len);
+	atomic_store_explicit(&r->head, head + 1, memory_order_release);
+	c->added = true;
+}
+
+/* Under the lock: tell pp_fd() users what the call changed. */
+static inline void ppi_call_pollers(struct ppi_call *c)
+{
+	if (unlikely(c->shm))
+		ppi_call_settle_shared(c);
+	else
+		ppi_ring_efd_update(c->r, c->added);
+	c->added = false;
+}
+
+/* Under the lock, once the call has done its work: the wake rules (see
+ * wait.c), then tell pp_fd() users what changed. */
+static inline void ppi_call_settle(struct ppi_call *c)
+{
+	/* A consumer that freed a slot of a full ring wakes one writer. */
+	if (c->consumer && c->was_full && !ppi_ring_full(c->r))
+		ppi_call_owe(c, PPI_WRITE, 1);
+	if (unlikely(c->waited[PPI_READ] || c->waited[PPI_WRITE]))
+		ppi_call_settle_waited(c);
+	PPI_INVARIANT(c->shm || ppi_call_sum(c) == LOAD(c->r->bytes));
+	ppi_call_pollers(c);
+}
+
+/* With the lock dropped: send the wakes owed. */
+static inline void ppi_call_wake(struct ppi_call *c)
+{
+	if (unlikely(c->wake[PPI_READ] || c->wake[PPI_WRITE]))
+		ppi_call_wake_slow(c);
+}
+
+static inline void ppi_call_unlock(struct ppi_call *c)
+{
+	ppi_call_settle(c);
+	ppi_call_drop(c);
+	ppi_call_wake(c);
+}
+
+/* How a call returns, once every lock is dropped: raise SIGPIPE if it met
+ * a pipe with no reader (unless fl has PP_NOSIGPIPE), then -1 with errno
+ * err, or ret when err is 0. */
+static inline ssize_t ppi_result(ssize_t ret, int err, bool sigpipe, int fl)
+{
+	if (unlikely(err || sigpipe))
+		return err ? ppi_result_fail(err, sigpipe, fl) : (ppi_result_fail(0, true, fl), ret);
+	return ret;
+}
+
+/* ---- the ring's calls (ring.c), on a pipe named by (r, shm) ---------------- */
+
+ssize_t ppi_ring_read(struct ppi_ring *r, struct ppi_shm *shm, int fl, struct ppi_iter *it);
+ssize_t ppi_ring_write(struct ppi_ring *r, struct ppi_shm *shm, int fl, struct ppi_iter *it);
+long ppi_ring_setsize(struct ppi_ring *r, struct ppi_shm *shm, size_t size);
+/* Under the lock: consume the first n readable bytes (n <= what is there). */
+int ppi_call_drop_bytes(struct ppi_call *c, size_t n);
+/* Drop one handle of side of a private ring; true: free the ring. */
+bool ppi_ring_drop_handle(struct ppi_ring *r, int side);
+
+#endif

@@ -1,0 +1,1106 @@
+/*
+ * shm.c - a shared pipe's memory: making it, mapping it in a process,
+ * its lock, its pages, its holders and their liveness, and the token
+ * pipes behind pp_fd (docs/design.md section 13).
+ *
+ * The ring code runs unchanged on a shared ring; it comes here through its
+ * struct ppi_call for what differs: the lock, the pages, the checks of
+ * what it reads from shared memory, and waking pollers.  What lives here
+ * trusts nothing it reads from the ctl or data memory: indices are checked
+ * against this process's view, loops are bounded by the view's limits, and
+ * a value that fails a check marks the pipe broken (every call then fails
+ * with EIO).
+ *
+ * Liveness.  Each holder has a byte of the ctl memfd read-locked with an
+ * open-file-description lock, on a description only it holds; the kernel
+ * drops the lock when that description's last descriptor closes (exit,
+ * kill, exec, or the last copy of an exported descriptor).  A holder whose
+ * byte no lock covers is dead, and reaping gives back what it held.
+ */
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "shm.h"
+
+#define MS 1000000ull
+#define CHECK_EVERY_NS (100 * MS) /* look at the tokens */
+#define REAP_EVERY_NS (1000 * MS) /* reap dead holders unasked */
+#define LOCK_GIVE_UP_NS (1000 * MS)
+#define LOCK_LOOK_NS (10 * MS)    /* a lock waiter looks at the owner */
+
+uint64_t ppi_now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static uint64_t coarse_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static struct timespec deadline_in(uint64_t ns)
+{
+	uint64_t at = ppi_now_ns() + ns;
+	return (struct timespec){ .tv_sec = (time_t)(at / 1000000000ull),
+		                  .tv_nsec = (long)(at % 1000000000ull) };
+}
+
+/* The pipe is corrupt: every call fails from now on. */
+static int broken(struct ppi_shm *v)
+{
+	atomic_store_explicit(&v->hdr->broken, 1, RELAXED);
+	return EIO;
+}
+
+/* ---- liveness ------------------------------------------------------------ */
+
+/* Lock (or, with F_UNLCK, unlock) holder h's byte on description fd. */
+int ppi_shm_hold(int fd, uint32_t h, short type)
+{
+	struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = h, .l_len = 1 };
+	return fcntl(fd, F_OFD_SETLK, &fl) == 0 ? 0 : errno;
+}
+
+/* Does anyone hold holder h's byte?  Our own description's locks do not
+ * count (so do not ask about our own holder). */
+static bool holder_alive(struct ppi_shm *v, uint32_t h)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = h, .l_len = 1 };
+	if (fcntl(v->ctl_fd, F_OFD_GETLK, &fl) != 0)
+		return true; /* cannot tell: assume alive */
+	return fl.l_type != F_UNLCK;
+}
+
+/* A description of our own of a memfd, through /proc: its locks are ours. */
+int ppi_shm_reopen(int fd, int flags)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+	int own = open(path, flags | O_CLOEXEC);
+	if (own < 0)
+		return -(errno == ENOENT ? ENOSYS : errno);
+	return own;
+}
+
+/* ---- mapping -------------------------------------------------------------- */
+
+bool ppi_shm_map_to(struct ppi_shm *v, uint32_t page)
+{
+	if (likely(page < atomic_load_explicit(&v->mapped, memory_order_acquire)))
+		return true;
+	if (page >= PPI_SHM_MAX_PAGES)
+		return false;
+	pthread_mutex_lock(&v->mu);
+	uint32_t mapped = atomic_load_explicit(&v->mapped, RELAXED);
+	bool ok = page < mapped;
+	struct stat st;
+	if (!ok && fstat(v->data_fd, &st) == 0) {
+		uint64_t have = (uint64_t)st.st_size / PP_PAGE_SIZE;
+		if (have > PPI_SHM_MAX_PAGES)
+			have = PPI_SHM_MAX_PAGES;
+		if (page < have) {
+			int prot = PROT_READ | (v->data_rw ? PROT_WRITE : 0);
+			void *at = ppi_shm_page(v, mapped);
+			void *m = mmap(at, (size_t)(have - mapped) * PP_PAGE_SIZE, prot,
+			               MAP_SHARED | MAP_FIXED, v->data_fd, (off_t)mapped * PP_PAGE_SIZE);
+			if (m == at) {
+				atomic_store_explicit(&v->mapped, (uint32_t)have, memory_order_release);
+				ok = true;
+			}
+		}
+	}
+	pthread_mutex_unlock(&v->mu);
+	return ok;
+}
+
+static void view_unmap(struct ppi_shm *v)
+{
+	if (v->hdr)
+		munmap(v->hdr, PPI_SHM_CTL_SIZE);
+	if (v->data)
+		munmap(v->data, (size_t)PPI_SHM_MAX_PAGES * PP_PAGE_SIZE);
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/* The process's views, so that fork and import find them. */
+static pthread_mutex_t views_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct ppi_shm *views;
+
+void ppi_shm_views_lock(void)
+{
+	pthread_mutex_lock(&views_mu);
+}
+
+void ppi_shm_views_unlock(void)
+{
+	pthread_mutex_unlock(&views_mu);
+}
+
+struct ppi_shm *ppi_shm_views(void)
+{
+	return views;
+}
+
+/* A view on the memfds (taken over: closed on failure). */
+static int view_new(int ctl_fd, int data_fd, bool data_rw, struct ppi_shm **out)
+{
+	struct ppi_shm *v = calloc(1, sizeof *v);
+	if (!v) {
+		close(ctl_fd);
+		close(data_fd);
+		return ENOMEM;
+	}
+	v->ctl_fd = ctl_fd;
+	v->data_fd = data_fd;
+	v->d_rd = v->d_wr = v->r_rd = v->r_wr = v->child_fd = -1;
+	v->efd[0] = v->efd[1] = v->epfd[0] = v->epfd[1] = -1;
+	v->data_rw = data_rw;
+	pthread_mutex_init(&v->mu, NULL);
+	struct stat st;
+	int err = 0;
+	if (fstat(ctl_fd, &st) != 0 || (uint64_t)st.st_size != PPI_SHM_CTL_SIZE) {
+		err = EINVAL;
+		goto fail;
+	}
+	v->dev = st.st_dev;
+	v->ino = st.st_ino;
+	void *m = mmap(NULL, PPI_SHM_CTL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, ctl_fd, 0);
+	if (m == MAP_FAILED) {
+		err = errno;
+		goto fail;
+	}
+	v->hdr = m;
+	v->ring = (struct ppi_ring *)((unsigned char *)m + PPI_SHM_RING_OFF);
+	m = mmap(NULL, (size_t)PPI_SHM_MAX_PAGES * PP_PAGE_SIZE, PROT_NONE,
+	         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED) {
+		err = errno;
+		goto fail;
+	}
+	v->data = m;
+	atomic_init(&v->mapped, 0);
+	*out = v;
+	return 0;
+fail:
+	view_unmap(v);
+	close_fd(&v->ctl_fd);
+	close_fd(&v->data_fd);
+	pthread_mutex_destroy(&v->mu);
+	free(v);
+	return err;
+}
+
+static void view_free(struct ppi_shm *v)
+{
+	view_unmap(v);
+	close_fd(&v->ctl_fd);
+	close_fd(&v->data_fd);
+	close_fd(&v->d_rd);
+	close_fd(&v->d_wr);
+	close_fd(&v->r_rd);
+	close_fd(&v->r_wr);
+	close_fd(&v->child_fd);
+	for (int s = 0; s < 2; s++) {
+		close_fd(&v->efd[s]);
+		close_fd(&v->epfd[s]);
+	}
+	pthread_mutex_destroy(&v->mu);
+	free(v);
+}
+
+/* ---- holders ------------------------------------------------------------ */
+
+int ppi_shm_holder_new(struct ppi_shm *v)
+{
+	struct ppi_shm_holder *hs = ppi_shm_holders(v);
+	for (uint32_t h = 0; h < PPI_SHM_HOLDERS; h++) {
+		uint32_t state = PPI_HOLDER_FREE;
+		if (LOAD(hs[h].state) != PPI_HOLDER_FREE ||
+		    !atomic_compare_exchange_strong_explicit(&hs[h].state, &state, PPI_HOLDER_JOINING,
+		                                             RELAXED, RELAXED))
+			continue;
+		atomic_store_explicit(&hs[h].pid, (uint32_t)getpid(), RELAXED);
+		for (int s = 0; s < 2; s++)
+			atomic_store_explicit(&hs[h].sleepers[s], 0, RELAXED);
+		atomic_store_explicit(&hs[h].reserved, 0, RELAXED);
+		for (uint32_t d = 0; d < PPI_SHM_DESCS; d++)
+			atomic_store_explicit(&hs[h].handles[d], 0, RELAXED);
+		return (int)h;
+	}
+	return -1;
+}
+
+void ppi_shm_holder_is(struct ppi_shm *v, uint32_t h, uint32_t state)
+{
+	atomic_store_explicit(&ppi_shm_holders(v)[h].state, state, RELAXED);
+}
+
+/* Is holder h gone?  A joining holder has not locked its byte yet: it is
+ * gone only if its process is. */
+static bool holder_dead(struct ppi_shm *v, uint32_t h)
+{
+	struct ppi_shm_holder *ho = &ppi_shm_holders(v)[h];
+	if (LOAD(ho->state) == PPI_HOLDER_JOINING) {
+		pid_t pid = (pid_t)LOAD(ho->pid);
+		return pid <= 0 || (kill(pid, 0) != 0 && errno == ESRCH);
+	}
+	return !holder_alive(v, h);
+}
+
+/* Under the lock: holder h holds n more (or fewer) handles on
+ * description d; the ring's totals follow.  The side's total, after. */
+static uint32_t holder_count(struct ppi_shm *v, uint32_t h, uint32_t d, int n)
+{
+	struct ppi_shm_holder *ho = &ppi_shm_holders(v)[h];
+	struct ppi_shm_desc *de = &ppi_shm_descs(v)[d];
+	uint32_t side = LOAD(de->side) & 1;
+	uint32_t had = LOAD(ho->handles[d]);
+	uint32_t now = n < 0 && had < (uint32_t)-n ? 0 : had + (uint32_t)n;
+	atomic_store_explicit(&ho->handles[d], now, RELAXED);
+	if (!had != !now) {
+		uint32_t hs = LOAD(de->holders);
+		atomic_store_explicit(&de->holders, now ? hs + 1 : (hs ? hs - 1 : 0), RELAXED);
+	}
+	uint32_t total = LOAD(v->ring->handles[side]);
+	int64_t t = (int64_t)total + (int64_t)now - (int64_t)had;
+	if (t < 0)
+		t = 0;
+	atomic_store_explicit(&v->ring->handles[side], (uint32_t)t, RELAXED);
+	return (uint32_t)t;
+}
+
+/* Under the lock: take away everything holder h holds (it is dead, or
+ * leaving).  Which sides' handle totals it brought to zero (bit per side). */
+static unsigned holder_release(struct ppi_shm *v, uint32_t h)
+{
+	struct ppi_shm_holder *ho = &ppi_shm_holders(v)[h];
+	struct ppi_ring *r = v->ring;
+	unsigned closed = 0;
+	for (uint32_t d = 0; d < PPI_SHM_DESCS; d++) {
+		uint32_t n = LOAD(ho->handles[d]);
+		if (n && !holder_count(v, h, d, -(int)n))
+			closed |= 1u << (LOAD(ppi_shm_descs(v)[d].side) & 1);
+	}
+	for (int s = 0; s < 2; s++) {
+		uint32_t n = LOAD(ho->sleepers[s]);
+		r->sleepers[s] = r->sleepers[s] > n ? r->sleepers[s] - n : 0;
+	}
+	uint32_t res = LOAD(ho->reserved), total = LOAD(r->reserved);
+	atomic_store_explicit(&r->reserved, total > res ? total - res : 0, RELAXED);
+	atomic_store_explicit(&ho->state, PPI_HOLDER_FREE, RELAXED);
+	return closed;
+}
+
+/* ---- pages ------------------------------------------------------------------ */
+
+static void page_push(struct ppi_shm *v, _Atomic uint32_t *head, uint32_t p, uint32_t owner)
+{
+	struct ppi_shm_page *pg = &ppi_shm_pages(v)[p];
+	atomic_store_explicit(&pg->next, LOAD(*head), RELAXED);
+	atomic_store_explicit(&pg->owner, owner, RELAXED);
+	atomic_store_explicit(head, p, RELAXED);
+}
+
+/* Pop a page off a list whose pages should all be `owner`: 0 if the list
+ * is empty, or corrupt (then the pipe is broken). */
+static uint32_t page_pop(struct ppi_shm *v, _Atomic uint32_t *head, uint32_t owner)
+{
+	uint32_t p = LOAD(*head);
+	if (!p)
+		return 0;
+	struct ppi_shm_page *pg = &ppi_shm_pages(v)[p < PPI_SHM_MAX_PAGES ? p : 0];
+	if (p >= LOAD(v->hdr->data_pages) || LOAD(pg->owner) != owner) {
+		broken(v);
+		return 0;
+	}
+	/* Mark it ours before the list lets go of it: a process killed in
+	 * between leaves a page marked held by a dead holder, which reaping
+	 * returns, never a page on no list and marked idle. */
+	atomic_store_explicit(&pg->owner, PPI_PAGE_HELD + v->holder, RELAXED);
+	atomic_store_explicit(head, LOAD(pg->next), RELAXED);
+	return p;
+}
+
+/* Grow the data memfd by PPI_SHM_GROW pages onto the free list.  Only a
+ * holder that maps the data writable can. */
+static bool data_grow(struct ppi_shm *v)
+{
+	uint32_t have = LOAD(v->hdr->data_pages);
+	if (!v->data_rw || have < 1 || have > PPI_SHM_MAX_PAGES - PPI_SHM_GROW)
+		return false;
+	if (ftruncate(v->data_fd, (off_t)(have + PPI_SHM_GROW) * PP_PAGE_SIZE) != 0)
+		return false;
+	for (uint32_t p = have + PPI_SHM_GROW - 1; p >= have; p--)
+		page_push(v, &v->hdr->free_head, p, PPI_PAGE_FREE);
+	atomic_store_explicit(&v->hdr->data_pages, have + PPI_SHM_GROW, RELAXED);
+	return ppi_shm_map_to(v, have + PPI_SHM_GROW - 1);
+}
+
+unsigned ppi_shm_pages_get(struct ppi_shm *v, uint32_t *pages, unsigned n)
+{
+	struct ppi_shm_hdr *hdr = v->hdr;
+	unsigned got = 0;
+	while (got < n) {
+		uint32_t p = page_pop(v, &hdr->idle_head, PPI_PAGE_IDLE);
+		if (p) {
+			uint32_t idle = LOAD(hdr->idle_count);
+			atomic_store_explicit(&hdr->idle_count, idle ? idle - 1 : 0, RELAXED);
+		} else if (!LOAD(hdr->broken)) {
+			p = page_pop(v, &hdr->free_head, PPI_PAGE_FREE);
+			if (!p && data_grow(v))
+				p = page_pop(v, &hdr->free_head, PPI_PAGE_FREE);
+		}
+		if (!p || !ppi_shm_map_to(v, p))
+			break;
+		pages[got++] = p;
+	}
+	atomic_store_explicit(&hdr->held, LOAD(hdr->held) + got, RELAXED);
+	return got;
+}
+
+/* Keep at most the ring's capacity in idle pages; punch the rest out of
+ * the data memfd (only a writable holder can; others leave it to one). */
+static void idle_trim(struct ppi_shm *v)
+{
+	struct ppi_shm_hdr *hdr = v->hdr;
+	uint32_t keep = LOAD(v->ring->max_usage);
+	while (v->data_rw && LOAD(hdr->idle_count) > keep) {
+		uint32_t p = page_pop(v, &hdr->idle_head, PPI_PAGE_IDLE);
+		if (!p)
+			break;
+		atomic_store_explicit(&hdr->idle_count, LOAD(hdr->idle_count) - 1, RELAXED);
+		fallocate(v->data_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		          (off_t)p * PP_PAGE_SIZE, PP_PAGE_SIZE);
+		page_push(v, &hdr->free_head, p, PPI_PAGE_FREE);
+	}
+}
+
+void ppi_shm_pages_put(struct ppi_shm *v, const uint32_t *pages, unsigned n)
+{
+	struct ppi_shm_hdr *hdr = v->hdr;
+	uint32_t data_pages = LOAD(hdr->data_pages);
+	for (unsigned i = 0; i < n; i++) {
+		uint32_t p = pages[i];
+		if (!p || p >= data_pages || p >= PPI_SHM_MAX_PAGES)
+			continue; /* checked when it was taken; never ours to give */
+		uint32_t owner = LOAD(ppi_shm_pages(v)[p].owner);
+		_Atomic uint32_t *count = owner == PPI_PAGE_RING ? &hdr->in_ring : &hdr->held;
+		uint32_t c = LOAD(*count);
+		atomic_store_explicit(count, c ? c - 1 : 0, RELAXED);
+		page_push(v, &hdr->idle_head, p, PPI_PAGE_IDLE);
+		atomic_store_explicit(&hdr->idle_count, LOAD(hdr->idle_count) + 1, RELAXED);
+	}
+	idle_trim(v);
+}
+
+void ppi_shm_pages_mark(struct ppi_shm *v, const uint32_t *pages, unsigned n, uint32_t owner)
+{
+	struct ppi_shm_hdr *hdr = v->hdr;
+	uint32_t data_pages = LOAD(hdr->data_pages);
+	uint32_t to = owner == PPI_PAGE_RING ? PPI_PAGE_RING : PPI_PAGE_HELD + v->holder;
+	unsigned moved = 0;
+	for (unsigned i = 0; i < n; i++)
+		if (pages[i] && pages[i] < data_pages && pages[i] < PPI_SHM_MAX_PAGES) {
+			atomic_store_explicit(&ppi_shm_pages(v)[pages[i]].owner, to, RELAXED);
+			moved++;
+		}
+	_Atomic uint32_t *from = to == PPI_PAGE_RING ? &hdr->held : &hdr->in_ring;
+	_Atomic uint32_t *into = to == PPI_PAGE_RING ? &hdr->in_ring : &hdr->held;
+	uint32_t f = LOAD(*from);
+	atomic_store_explicit(from, f > moved ? f - moved : 0, RELAXED);
+	atomic_store_explicit(into, LOAD(*into) + moved, RELAXED);
+}
+
+/* ---- checks --------------------------------------------------------------- */
+
+int ppi_shm_ring_check(struct ppi_shm *v, struct ppi_buf **bufs, uint32_t *mask)
+{
+	struct ppi_shm_hdr *hdr = v->hdr;
+	struct ppi_ring *r = v->ring;
+	if (LOAD(hdr->broken))
+		return EIO;
+	uint32_t geom = LOAD(hdr->geom);
+	uint32_t order = geom & 0xff;
+	if (order > 19 || (geom >> 9))
+		return broken(v);
+	uint32_t size = 1u << order;
+	uint32_t used = LOAD(r->head) - LOAD(r->tail);
+	uint32_t max = LOAD(r->max_usage);
+	if (used > size || !max || max > size || LOAD(r->reserved) > max)
+		return broken(v);
+	*bufs = ppi_shm_slots(v, geom >> 8);
+	*mask = size - 1;
+	return 0;
+}
+
+bool ppi_shm_buf_ok(struct ppi_shm *v, const struct ppi_buf *b)
+{
+	if (b->page == 0 || b->page >= LOAD(v->hdr->data_pages) || !ppi_shm_map_to(v, b->page) ||
+	    b->offset > PP_PAGE_SIZE || b->len > PP_PAGE_SIZE - b->offset ||
+	    (b->flags >> PPI_BUF_KIND_SHIFT) != PPI_KIND_ANON) {
+		broken(v);
+		return false;
+	}
+	return true;
+}
+
+/* ---- reaping ------------------------------------------------------------------ */
+
+/* Under the lock: rebuild the page lists and counts from the pages'
+ * owners and the ring, after the lock was taken from a dead owner (which
+ * may have been in the middle of changing them). */
+static void rebuild(struct ppi_shm *v)
+{
+	struct ppi_shm_hdr *hdr = v->hdr;
+	struct ppi_ring *r = v->ring;
+	struct ppi_shm_page *pg = ppi_shm_pages(v);
+	struct ppi_shm_holder *hs = ppi_shm_holders(v);
+	uint32_t data_pages = LOAD(hdr->data_pages);
+	if (data_pages < 1 || data_pages > PPI_SHM_MAX_PAGES) {
+		broken(v);
+		return;
+	}
+	struct ppi_buf *bufs;
+	uint32_t mask;
+	if (ppi_shm_ring_check(v, &bufs, &mask))
+		return;
+	/* The ring's buffers: drop empty ones at the tail (a reader died
+	 * between emptying a buffer and moving tail), check the rest. */
+	uint32_t head = LOAD(r->head), tail = LOAD(r->tail);
+	for (uint32_t i = tail; i != head; i++) {
+		struct ppi_buf b = bufs[i & mask];
+		if (!ppi_shm_buf_ok(v, &b))
+			return;
+	}
+	atomic_store_explicit(&hdr->idle_head, 0, RELAXED);
+	atomic_store_explicit(&hdr->free_head, 0, RELAXED);
+	uint32_t idle = 0, held = 0, in_ring = 0;
+	for (uint32_t p = data_pages - 1; p >= 1; p--) {
+		uint32_t o = LOAD(pg[p].owner);
+		if (o >= PPI_PAGE_HELD && o - PPI_PAGE_HELD < PPI_SHM_HOLDERS &&
+		    LOAD(hs[o - PPI_PAGE_HELD].state) != PPI_HOLDER_FREE) {
+			held++;
+			continue;
+		}
+		if (o == PPI_PAGE_RING) {
+			in_ring++; /* checked against the ring below */
+			continue;
+		}
+		if (o == PPI_PAGE_FREE) {
+			page_push(v, &hdr->free_head, p, PPI_PAGE_FREE);
+		} else {
+			page_push(v, &hdr->idle_head, p, PPI_PAGE_IDLE);
+			idle++;
+		}
+	}
+	/* A page marked in the ring that no buffer names (a writer died
+	 * after marking, before publishing head) goes idle. */
+	uint32_t named = 0, bytes = 0;
+	for (uint32_t i = tail; i != head; i++) {
+		struct ppi_buf b = bufs[i & mask];
+		bytes += b.len;
+		if (LOAD(pg[b.page].owner) == PPI_PAGE_RING) {
+			atomic_store_explicit(&pg[b.page].owner, PPI_PAGE_RING + 1, RELAXED);
+			named++;
+		}
+	}
+	for (uint32_t p = 1; p < data_pages && named < in_ring; p++) {
+		if (LOAD(pg[p].owner) == PPI_PAGE_RING) {
+			page_push(v, &hdr->idle_head, p, PPI_PAGE_IDLE);
+			idle++;
+			in_ring--;
+		}
+	}
+	for (uint32_t i = tail; i != head; i++) /* restore the marks */
+		atomic_store_explicit(&pg[bufs[i & mask].page].owner, PPI_PAGE_RING, RELAXED);
+	atomic_store_explicit(&hdr->idle_count, idle, RELAXED);
+	atomic_store_explicit(&hdr->held, held, RELAXED);
+	atomic_store_explicit(&hdr->in_ring, named, RELAXED);
+	atomic_store_explicit(&r->bytes, bytes, RELAXED);
+}
+
+unsigned ppi_shm_reap(struct ppi_shm *v, bool force)
+{
+	struct ppi_shm_hdr *hdr = v->hdr;
+	uint64_t now = ppi_now_ns();
+	if (!force && now - LOAD(hdr->reaped_ns) < REAP_EVERY_NS)
+		return 0;
+	atomic_store_explicit(&hdr->reaped_ns, now, RELAXED);
+	struct ppi_shm_holder *hs = ppi_shm_holders(v);
+	static _Thread_local uint8_t dead[PPI_SHM_HOLDERS];
+	unsigned closed = 0, ndead = 0;
+	for (uint32_t h = 0; h < PPI_SHM_HOLDERS; h++) {
+		dead[h] = 0;
+		if (h == v->holder || LOAD(hs[h].state) == PPI_HOLDER_FREE || !holder_dead(v, h))
+			continue;
+		closed |= holder_release(v, h);
+		dead[h] = 1;
+		ndead++;
+	}
+	if (!ndead)
+		return 0;
+	struct ppi_shm_page *pg = ppi_shm_pages(v);
+	uint32_t data_pages = LOAD(hdr->data_pages);
+	if (data_pages > PPI_SHM_MAX_PAGES)
+		data_pages = PPI_SHM_MAX_PAGES;
+	for (uint32_t p = 1; p < data_pages; p++) {
+		uint32_t o = LOAD(pg[p].owner);
+		if (o >= PPI_PAGE_HELD && o - PPI_PAGE_HELD < PPI_SHM_HOLDERS &&
+		    dead[o - PPI_PAGE_HELD])
+			ppi_shm_pages_put(v, &p, 1);
+	}
+	/* What a side lost wakes the other side's sleepers. */
+	return closed;
+}
+
+/* Take the lock of a dead owner: reap it and mend what it was changing. */
+static void recover(struct ppi_shm *v)
+{
+	ppi_shm_reap(v, true);
+	rebuild(v);
+	/* Everyone asleep may be waiting for what the dead owner was doing. */
+	for (int s = 0; s < 2; s++)
+		atomic_fetch_add_explicit(&v->ring->seq[s], 1, RELAXED);
+	ppi_futex_wake_shared(&v->ring->seq[0], INT_MAX);
+	ppi_futex_wake_shared(&v->ring->seq[1], INT_MAX);
+}
+
+/* ---- the lock ----------------------------------------------------------------- */
+
+int ppi_shm_lock_slow(struct ppi_shm *v)
+{
+	_Atomic uint32_t *word = &v->hdr->lock;
+	uint32_t me = v->holder + 1;
+	for (unsigned i = 0; i < ppi_lock_spin_limit; i++) {
+		ppi_cpu_relax();
+		uint32_t free_word = 0;
+		if (LOAD(*word) == 0 &&
+		    atomic_compare_exchange_strong_explicit(word, &free_word, me, memory_order_acquire,
+		                                            RELAXED))
+			return 0;
+	}
+	uint64_t give_up = ppi_now_ns() + LOCK_GIVE_UP_NS;
+	for (;;) {
+		uint32_t w = atomic_load_explicit(word, memory_order_acquire);
+		if (!w) {
+			/* Keep the waiters bit: others may sleep still. */
+			if (atomic_compare_exchange_strong_explicit(word, &w, me | PPI_LOCK_WAITERS,
+			                                            memory_order_acquire, RELAXED))
+				return 0;
+			continue;
+		}
+		if (!(w & PPI_LOCK_WAITERS)) {
+			if (!atomic_compare_exchange_strong_explicit(word, &w, w | PPI_LOCK_WAITERS,
+			                                             RELAXED, RELAXED))
+				continue;
+			w |= PPI_LOCK_WAITERS;
+		}
+		struct timespec look = deadline_in(LOCK_LOOK_NS);
+		int err = ppi_futex_wait_until(word, w, &look, false);
+		if (err != ETIMEDOUT && LOAD(*word) != w)
+			continue;
+		uint32_t owner = (w & ~PPI_LOCK_WAITERS) - 1;
+		bool dead = owner >= PPI_SHM_HOLDERS || (owner != v->holder && holder_dead(v, owner));
+		if (dead && atomic_compare_exchange_strong_explicit(word, &w, me | PPI_LOCK_WAITERS,
+		                                                    memory_order_acquire, RELAXED)) {
+			recover(v);
+			return 0;
+		}
+		if (ppi_now_ns() > give_up)
+			return EIO;
+	}
+}
+
+/* ---- tokens ------------------------------------------------------------------- */
+
+bool ppi_shm_side_gone(struct ppi_shm *v, int side, bool now)
+{
+	uint64_t t = coarse_ns();
+	if (!now && t - LOAD(v->checked_ns) < CHECK_EVERY_NS)
+		return false;
+	atomic_store_explicit(&v->checked_ns, t, RELAXED);
+	/* Writers gone: D's read end hangs up; readers gone: R's read end. */
+	int fd = side == PPI_WRITE ? v->d_rd : v->r_rd;
+	if (fd < 0)
+		return false; /* we hold that side ourselves */
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));
+}
+
+/* Empty a readiness pipe without blocking. */
+static void ready_drain(int fd)
+{
+	char buf[512];
+	int n = 0;
+	while (ioctl(fd, FIONREAD, &n) == 0 && n > 0)
+		if (read(fd, buf, n < (int)sizeof buf ? (size_t)n : sizeof buf) <= 0)
+			break;
+}
+
+/*
+ * pp_fd's readiness pipes: every holder holds both (they are made with the
+ * pipe and travel like the tokens), so whoever changes the ring keeps them
+ * in step, as a private ring keeps its eventfds (ppi_ring_efd_update_slow):
+ * a side's pipe holds bytes exactly while the side has data or room, and
+ * every write that adds data puts one more in for edge-triggered pollers.
+ * Only while some process uses pp_fd on the side.  Hang-ups are not
+ * signalled here: the descriptor pp_fd returns is an epoll instance that
+ * also watches the side's token, which the kernel hangs up.
+ */
+void ppi_shm_token_update(struct ppi_shm *v, bool data_added)
+{
+	struct ppi_shm_hdr *hdr = v->hdr;
+	struct ppi_ring *r = v->ring;
+	for (int side = 0; side < 2; side++) {
+		if (!LOAD(hdr->fd_used[side]) || v->efd[side] < 0)
+			continue;
+		bool ready = side == PPI_READ ? LOAD(r->head) != LOAD(r->tail) : !ppi_ring_full(r);
+		bool was = LOAD(hdr->fd_ready[side]);
+		if (ready && (!was || (side == PPI_READ && data_added))) {
+			char one = 1;
+			(void)!write(v->efd[side], &one, 1); /* full is ready enough */
+			atomic_store_explicit(&hdr->fd_ready[side], 1, RELAXED);
+		} else if (!ready && was) {
+			ready_drain(v->efd[side]);
+			atomic_store_explicit(&hdr->fd_ready[side], 0, RELAXED);
+		}
+	}
+}
+
+int ppi_shm_fd(struct ppi_shm *v, int side)
+{
+	pthread_mutex_lock(&v->mu);
+	int ep = v->epfd[side];
+	if (ep < 0) {
+		/* The side's eventfd (data or room), and the token whose other
+		 * end the kernel hangs up when the other side is gone. */
+		int token = side == PPI_READ ? v->d_rd : v->r_rd;
+		ep = epoll_create1(EPOLL_CLOEXEC);
+		struct epoll_event in = { .events = EPOLLIN }, hup = { .events = 0 };
+		if (ep >= 0 && (epoll_ctl(ep, EPOLL_CTL_ADD, v->efd[side], &in) != 0 ||
+		                epoll_ctl(ep, EPOLL_CTL_ADD, token, &hup) != 0)) {
+			int err = errno;
+			close(ep);
+			ep = -1;
+			errno = err;
+		}
+		v->epfd[side] = ep;
+	}
+	int err = ep < 0 ? errno : 0;
+	pthread_mutex_unlock(&v->mu);
+	if (err)
+		return -err;
+	if ((err = ppi_shm_lock(v)))
+		return -err;
+	if (!LOAD(v->hdr->fd_used[side])) {
+		/* First user anywhere: the pipe is empty, so mark it not ready
+		 * and let the update below put it in step. */
+		atomic_store_explicit(&v->hdr->fd_ready[side], 0, RELAXED);
+		atomic_store_explicit(&v->hdr->fd_used[side], 1, RELAXED);
+	}
+	ppi_shm_token_update(v, false);
+	ppi_shm_unlock(v);
+	return ep;
+}
+
+/* ---- making and attaching --------------------------------------------------- */
+
+static int memfd(const char *name)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	return fd >= 0 ? fd : -(errno == ENOSYS ? ENOSYS : errno);
+}
+
+/* The token pipes (liveness only: nothing is ever written to them) and
+ * pp_fd's readiness pipes, all close-on-exec, into the view.  A readiness
+ * pipe is held open for reading and writing by every holder (reopened
+ * through /proc, as a FIFO is opened O_RDWR), so it never hangs up and
+ * anyone may fill or drain it, as a named pipe's FIFOs are. */
+static int tokens_new(struct ppi_shm *v)
+{
+	int d[2], r[2];
+	if (pipe2(d, O_CLOEXEC) != 0)
+		return errno;
+	if (pipe2(r, O_CLOEXEC) != 0) {
+		int err = errno;
+		close(d[0]);
+		close(d[1]);
+		return err;
+	}
+	v->d_rd = d[0];
+	v->d_wr = d[1];
+	v->r_rd = r[0];
+	v->r_wr = r[1];
+	for (int s = 0; s < 2; s++) {
+		int e[2];
+		if (pipe2(e, O_CLOEXEC | O_NONBLOCK) != 0)
+			return errno;
+		v->efd[s] = ppi_shm_reopen(e[0], O_RDWR | O_NONBLOCK);
+		close(e[0]);
+		close(e[1]);
+		if (v->efd[s] < 0)
+			return -v->efd[s];
+	}
+	return 0;
+}
+
+/*
+ * Lay out a fresh ctl memory (a memfd, or a named pipe's ctl file): its
+ * size, and a header and an empty ring of 16 slots.  0 or an errno value.
+ */
+int ppi_shm_format(int ctl)
+{
+	if (ftruncate(ctl, (off_t)PPI_SHM_CTL_SIZE) != 0)
+		return errno;
+	void *m = mmap(NULL, PPI_SHM_RING_OFF + 4096, PROT_READ | PROT_WRITE, MAP_SHARED, ctl, 0);
+	if (m == MAP_FAILED)
+		return errno;
+	struct ppi_shm_hdr *hdr = m;
+	struct ppi_ring *ring = (struct ppi_ring *)((unsigned char *)m + PPI_SHM_RING_OFF);
+	atomic_init(&hdr->data_pages, 1); /* page 0 is never used */
+	atomic_init(&hdr->geom, 4);       /* 16 slots in area 0 */
+	atomic_init(&ring->max_usage, PPI_DEFAULT_PAGES);
+	atomic_init(&ring->spin_budget[PPI_READ], ppi_spin_limit);
+	atomic_init(&ring->spin_budget[PPI_WRITE], ppi_spin_limit);
+	const char *start = getenv("PP_DEBUG_RING_START");
+	if (start) {
+		uint32_t at = (uint32_t)strtoul(start, NULL, 0);
+		atomic_init(&ring->head, at);
+		atomic_init(&ring->tail, at);
+	}
+	hdr->version = PPI_SHM_VERSION;
+	atomic_thread_fence(memory_order_release);
+	hdr->magic = PPI_SHM_MAGIC; /* last: a half-made pipe is not one */
+	munmap(m, PPI_SHM_RING_OFF + 4096);
+	return 0;
+}
+
+int ppi_shm_create(int fl, struct ppi_shm **out)
+{
+	int ctl = memfd("pagepipe-ctl");
+	if (ctl < 0)
+		return -ctl;
+	int data = memfd("pagepipe-data");
+	if (data < 0) {
+		close(ctl);
+		return -data;
+	}
+	int err = ppi_shm_format(ctl);
+	if (!err && (fcntl(ctl, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0 ||
+	             fcntl(data, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL) != 0 ||
+	             fchmod(data, 0400) != 0))
+		err = errno;
+	if (err) {
+		close(ctl);
+		close(data);
+		return err;
+	}
+	/* Our own description of ctl carries our liveness lock. */
+	int own = ppi_shm_reopen(ctl, O_RDWR);
+	close(ctl);
+	if (own < 0) {
+		close(data);
+		return -own;
+	}
+	struct ppi_shm *v = NULL;
+	if ((err = view_new(own, data, true, &v)))
+		return err;
+	if ((err = tokens_new(v))) {
+		view_free(v);
+		return err;
+	}
+	struct ppi_shm_desc *de = ppi_shm_descs(v);
+	for (int s = 0; s < 2; s++) {
+		atomic_init(&de[s].side, (uint32_t)s);
+		atomic_init(&de[s].flags, fl);
+	}
+	v->holder = 0;
+	atomic_init(&ppi_shm_holders(v)[0].state, PPI_HOLDER_PROC);
+	atomic_init(&ppi_shm_holders(v)[0].pid, (uint32_t)getpid());
+	holder_count(v, 0, 0, 1);
+	holder_count(v, 0, 1, 1);
+	v->handles[PPI_READ] = v->handles[PPI_WRITE] = 1;
+	if ((err = ppi_shm_hold(v->ctl_fd, 0, F_RDLCK))) {
+		view_free(v);
+		return err;
+	}
+	ppi_shm_views_lock();
+	v->next = views;
+	views = v;
+	ppi_shm_views_unlock();
+	*out = v;
+	return 0;
+}
+
+/* Take fd into *slot unless the view has one there already. */
+static void keep_fd(int *slot, int fd)
+{
+	if (fd < 0)
+		return;
+	if (*slot < 0)
+		*slot = fd;
+	else
+		close(fd);
+}
+
+/* A view that maps the data read-only gets it read-write (it now holds a
+ * write end): the same pages, mapped anew from the read-write description. */
+static int view_make_writable(struct ppi_shm *v, int data)
+{
+	uint32_t mapped = LOAD(v->mapped);
+	if (mapped) {
+		void *m = mmap(v->data, (size_t)mapped * PP_PAGE_SIZE, PROT_READ | PROT_WRITE,
+		               MAP_SHARED | MAP_FIXED, data, 0);
+		if (m != v->data)
+			return errno;
+	}
+	close(v->data_fd);
+	v->data_fd = data;
+	v->data_rw = true;
+	return 0;
+}
+
+/*
+ * Attach this process to a shared pipe as a holder of `side`, from what an
+ * export carries or a named pipe's files give: ctl (any description of
+ * the ctl memory), data (read-write for a write side, read-only for a read
+ * side), the side's tokens (tok[0] and tok[1]: D's read end and R's write
+ * end for a read side, D's write end and R's read end for a write side) and
+ * the readiness pipes.  Every descriptor is taken over: kept, or closed.  A
+ * process that holds the pipe already keeps its view (found by the ctl
+ * memory's identity) and takes what it lacks; otherwise a view and a
+ * holder record are made.  The handle is the caller's to add.
+ */
+int ppi_shm_attach(int ctl, int data, int side, const int tok[2], const int rdy[2],
+                   struct ppi_shm **out)
+{
+	struct stat st;
+	int err = fstat(ctl, &st) == 0 ? 0 : errno;
+	ppi_shm_views_lock();
+	struct ppi_shm *v = views;
+	while (!err && v && !(v->dev == st.st_dev && v->ino == st.st_ino))
+		v = v->next;
+	if (!err && v) {
+		close(ctl);
+		pthread_mutex_lock(&v->mu);
+		if (side == PPI_WRITE && !v->data_rw)
+			err = view_make_writable(v, data);
+		else
+			close(data);
+		keep_fd(side == PPI_READ ? &v->d_rd : &v->d_wr, tok[0]);
+		keep_fd(side == PPI_READ ? &v->r_wr : &v->r_rd, tok[1]);
+		keep_fd(&v->efd[0], rdy[0]);
+		keep_fd(&v->efd[1], rdy[1]);
+		pthread_mutex_unlock(&v->mu);
+		ppi_shm_views_unlock();
+		*out = v;
+		return err;
+	}
+	int own = err ? -err : ppi_shm_reopen(ctl, O_RDWR);
+	close(ctl);
+	v = NULL;
+	if (own < 0)
+		err = -own;
+	else
+		err = view_new(own, data, side == PPI_WRITE, &v);
+	if (err) {
+		if (own < 0)
+			close(data);
+		for (int i = 0; i < 2; i++) {
+			if (tok[i] >= 0)
+				close(tok[i]);
+			if (rdy[i] >= 0)
+				close(rdy[i]);
+		}
+		ppi_shm_views_unlock();
+		return err;
+	}
+	if (side == PPI_READ) {
+		v->d_rd = tok[0];
+		v->r_wr = tok[1];
+	} else {
+		v->d_wr = tok[0];
+		v->r_rd = tok[1];
+	}
+	v->efd[0] = rdy[0];
+	v->efd[1] = rdy[1];
+	int h;
+	if (v->hdr->magic != PPI_SHM_MAGIC || v->hdr->version != PPI_SHM_VERSION)
+		err = EINVAL;
+	else if ((h = ppi_shm_holder_new(v)) < 0)
+		err = EMFILE;
+	else if ((err = ppi_shm_hold(v->ctl_fd, (uint32_t)h, F_RDLCK)))
+		ppi_shm_holder_is(v, (uint32_t)h, PPI_HOLDER_FREE);
+	else {
+		v->holder = (uint32_t)h;
+		ppi_shm_holder_is(v, (uint32_t)h, PPI_HOLDER_PROC);
+	}
+	if (err) {
+		view_free(v);
+		ppi_shm_views_unlock();
+		return err;
+	}
+	v->next = views;
+	views = v;
+	ppi_shm_views_unlock();
+	*out = v;
+	return 0;
+}
+
+/* ---- handles ------------------------------------------------------------------ */
+
+/* Under the lock: holder h holds n more (or fewer) handles on d (an
+ * export's record); the side's total after. */
+uint32_t ppi_shm_count(struct ppi_shm *v, uint32_t h, uint32_t d, int n)
+{
+	return h < PPI_SHM_HOLDERS && d < PPI_SHM_DESCS ? holder_count(v, h, d, n) : 0;
+}
+
+/* Under the lock, when a process opens a named pipe: the dead are reaped,
+ * and if no end is open anywhere, what the pipe still holds is dropped, as
+ * a FIFO's data goes when its last end closes. */
+void ppi_shm_opened(struct ppi_shm *v)
+{
+	struct ppi_ring *r = v->ring;
+	struct ppi_buf *bufs;
+	uint32_t mask;
+	ppi_shm_reap(v, true);
+	if (LOAD(r->handles[PPI_READ]) || LOAD(r->handles[PPI_WRITE]) ||
+	    ppi_shm_ring_check(v, &bufs, &mask))
+		return;
+	uint32_t head = LOAD(r->head);
+	for (uint32_t i = LOAD(r->tail); i != head; i++) {
+		struct ppi_buf b = bufs[i & mask];
+		if (ppi_shm_buf_ok(v, &b))
+			ppi_shm_pages_put(v, &b.page, 1);
+	}
+	atomic_store_explicit(&r->tail, head, RELAXED);
+	atomic_store_explicit(&r->bytes, 0, RELAXED);
+	atomic_store_explicit(&r->reserved, 0, RELAXED);
+}
+
+int ppi_shm_desc_new(struct ppi_shm *v, int side, int flags)
+{
+	struct ppi_shm_desc *de = ppi_shm_descs(v);
+	for (uint32_t d = 0; d < PPI_SHM_DESCS; d++)
+		if (!LOAD(de[d].holders) && !LOAD(ppi_shm_holders(v)[v->holder].handles[d])) {
+			atomic_store_explicit(&de[d].side, (uint32_t)side, RELAXED);
+			atomic_store_explicit(&de[d].flags, flags, RELAXED);
+			return (int)d;
+		}
+	return -1;
+}
+
+/* Drop the token ends of a side we no longer hold. */
+static void tokens_leave(struct ppi_shm *v, int side)
+{
+	if (side == PPI_READ) {
+		close_fd(&v->d_rd);
+		close_fd(&v->r_wr);
+	} else {
+		close_fd(&v->d_wr);
+		close_fd(&v->r_rd);
+	}
+}
+
+void ppi_shm_detach(struct ppi_shm *v)
+{
+	ppi_shm_views_lock();
+	for (struct ppi_shm **p = &views; *p; p = &(*p)->next)
+		if (*p == v) {
+			*p = v->next;
+			break;
+		}
+	ppi_shm_views_unlock();
+	view_free(v);
+}
+
+int ppi_shm_handles(struct ppi_shm *v, uint32_t d, int n, unsigned *closed, bool *gone)
+{
+	*gone = false;
+	*closed = 0;
+	if (d >= PPI_SHM_DESCS)
+		return EINVAL;
+	int side = (int)(LOAD(ppi_shm_descs(v)[d].side) & 1);
+	if (!holder_count(v, v->holder, d, n) && n < 0)
+		*closed = 1u << side;
+	pthread_mutex_lock(&v->mu);
+	v->handles[side] += (uint32_t)n;
+	bool left_side = !v->handles[side];
+	bool none = !v->handles[PPI_READ] && !v->handles[PPI_WRITE];
+	pthread_mutex_unlock(&v->mu);
+	if (left_side && none && n < 0) {
+		atomic_store_explicit(&ppi_shm_holders(v)[v->holder].state, PPI_HOLDER_FREE, RELAXED);
+		*gone = true;
+	}
+	return 0;
+}
+
+/* After the lock is dropped: close what the process no longer needs. */
+void ppi_shm_after_close(struct ppi_shm *v, int side, bool gone)
+{
+	if (gone) {
+		ppi_shm_detach(v);
+		return;
+	}
+	pthread_mutex_lock(&v->mu);
+	bool left = !v->handles[side];
+	pthread_mutex_unlock(&v->mu);
+	if (left)
+		tokens_leave(v, side);
+}
+
+void ppi_shm_reserve(struct ppi_shm *v, int n)
+{
+	struct ppi_shm_holder *ho = &ppi_shm_holders(v)[v->holder];
+	atomic_store_explicit(&ho->reserved, LOAD(ho->reserved) + (uint32_t)n, RELAXED);
+}
+
+/* Under the lock: holder `to` gets the handles holder `from` has (a forked
+ * child those of its parent). */
+void ppi_shm_holder_copy(struct ppi_shm *v, uint32_t from, uint32_t to)
+{
+	struct ppi_shm_holder *hs = ppi_shm_holders(v);
+	for (uint32_t d = 0; d < PPI_SHM_DESCS; d++) {
+		uint32_t n = LOAD(hs[from].handles[d]);
+		if (n)
+			holder_count(v, to, d, (int)n);
+	}
+}
+
+int ppi_shm_stats(struct ppi_shm *v, struct pp_shared_stats *st)
+{
+	int err = ppi_shm_lock(v);
+	if (err)
+		return err;
+	struct ppi_shm_hdr *hdr = v->hdr;
+	st->pages_in_ring = LOAD(hdr->in_ring);
+	st->pages_held = LOAD(hdr->held);
+	st->pages_idle = LOAD(hdr->idle_count);
+	st->pages_mapped = LOAD(hdr->data_pages) - 1;
+	long holders = 0;
+	for (uint32_t h = 0; h < PPI_SHM_HOLDERS; h++)
+		holders += LOAD(ppi_shm_holders(v)[h].state) != PPI_HOLDER_FREE;
+	st->holders = holders;
+	ppi_shm_unlock(v);
+	return LOAD(hdr->broken) ? EIO : 0;
+}

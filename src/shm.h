@@ -1,0 +1,265 @@
+/*
+ * shm.h - pipes between processes: the layout of a shared pipe's memory,
+ * and the process-local view every process keeps of each shared pipe it
+ * holds (shm.c; fork, export and named pipes in shm_share.c).
+ *
+ * A shared pipe is two memfds and two kernel pipes (docs/design.md section
+ * 13):
+ *   ctl   the header, the lock, the ring, the open descriptions, the
+ *         holders, the page table and the slot arrays; read-write for every
+ *         holder; sized once, sparse;
+ *   data  the pages, indexed from 1; grows by ftruncate as writers need
+ *         pages; read-only for processes that only read;
+ *   D     writers' token: readers hold its read end, writers its write end;
+ *   R     readers' token: writers hold its read end, readers its write end;
+ *   E[2]  pp_fd's eventfds, one per side, held by every holder.
+ * Nothing is ever written to the tokens: they are there so that the kernel
+ * hangs up D's read end when no writer is left anywhere, and R's when no
+ * reader is.
+ *
+ * Nothing in shared memory is trusted: another process may write anything
+ * over it at any time.  The offsets of the tables are constants of this
+ * file, not read from the header; every index read from shared memory is
+ * checked against the view's own sizes before it is used.
+ */
+#ifndef PPI_SHM_H
+#define PPI_SHM_H
+
+#include <pthread.h>
+
+#include "ring.h"
+
+#define PPI_SHM_MAGIC 0x70707368u /* "ppsh" */
+#define PPI_SHM_VERSION 1u
+
+#define PPI_SHM_HOLDERS 1024u  /* processes and exports holding one pipe */
+#define PPI_SHM_DESCS 32u      /* open descriptions (pp_pipe's two, pp_open's) */
+#define PPI_SHM_MAX_PAGES (1u << 20) /* data pages: 4 GiB */
+#define PPI_SHM_MAX_SLOTS (1u << 19) /* ring slots: a 2 GiB pipe */
+#define PPI_SHM_GROW 64u       /* pages added to the data memfd at a time */
+
+/* A holder: a process, or an exported descriptor. */
+enum { PPI_HOLDER_FREE = 0, PPI_HOLDER_PROC, PPI_HOLDER_EXPORT, PPI_HOLDER_JOINING };
+struct ppi_shm_holder {
+	_Atomic uint32_t state;
+	_Atomic uint32_t pid;         /* for people reading a dump */
+	_Atomic uint32_t sleepers[2]; /* its threads asleep on each side */
+	_Atomic uint32_t reserved;    /* slots its splices from descriptors hold */
+	uint32_t pad[3];
+	_Atomic uint32_t handles[PPI_SHM_DESCS]; /* its handles, per description */
+};
+
+/* An open description: a side and its status flags, shared by every
+ * handle made from it (pp_dup, fork, pp_export/pp_import). */
+struct ppi_shm_desc {
+	_Atomic uint32_t holders; /* holders with handles on it; 0: free */
+	_Atomic uint32_t side;
+	_Atomic int flags;
+	uint32_t pad;
+};
+
+/* One data page.  owner says where it is: free (no memory behind it, on
+ * the free list), idle (on the idle list), in the ring, or held by a
+ * holder's call in progress (PPI_PAGE_HELD + holder index). */
+enum { PPI_PAGE_FREE = 0, PPI_PAGE_IDLE, PPI_PAGE_RING, PPI_PAGE_HELD = 16 };
+struct ppi_shm_page {
+	_Atomic uint32_t owner;
+	_Atomic uint32_t next; /* link in the free or idle list; 0 ends it */
+};
+
+#define PPI_LOCK_WAITERS 0x80000000u
+
+struct ppi_shm_hdr {
+	uint32_t magic, version;
+	/* The lock: 0, or the holder index + 1 of its owner, | WAITERS. */
+	_Alignas(PPI_CACHE_LINE) _Atomic uint32_t lock;
+	_Atomic uint32_t data_pages;  /* pages in the data memfd (index 0 unused) */
+	_Atomic uint32_t idle_head, idle_count;
+	_Atomic uint32_t free_head;
+	_Atomic uint32_t in_ring, held; /* pages, for pp_shared_stats */
+	_Atomic uint32_t fd_used[2];  /* someone uses pp_fd on this side */
+	_Atomic uint32_t fd_ready[2]; /* the side's token holds a byte */
+	/* The ring's slot array, in one word so that a resize publishes it
+	 * with one store: bit 8 the slot area (0 or 1), bits 0-7 the log2 of
+	 * the ring size. */
+	_Atomic uint32_t geom;
+	_Atomic uint64_t reaped_ns;   /* last reap, CLOCK_MONOTONIC */
+	_Atomic uint32_t broken;      /* found corrupt: every call fails EIO */
+};
+
+/* The ctl memfd's layout: fixed, so that no offset is read from it. */
+#define PPI_SHM_RING_OFF 4096ul
+#define PPI_SHM_DESCS_OFF (PPI_SHM_RING_OFF + 4096ul)
+#define PPI_SHM_HOLDERS_OFF (PPI_SHM_DESCS_OFF + 4096ul)
+#define PPI_SHM_PAGES_OFF                                                    \
+	(PPI_SHM_HOLDERS_OFF + PPI_SHM_HOLDERS * sizeof(struct ppi_shm_holder))
+#define PPI_SHM_SLOTS_OFF                                                    \
+	((PPI_SHM_PAGES_OFF + PPI_SHM_MAX_PAGES * sizeof(struct ppi_shm_page) + 4095) & ~4095ul)
+#define PPI_SHM_SLOTS_SIZE (PPI_SHM_MAX_SLOTS * sizeof(struct ppi_buf))
+#define PPI_SHM_CTL_SIZE (PPI_SHM_SLOTS_OFF + 2 * PPI_SHM_SLOTS_SIZE)
+
+/*
+ * What one process knows of a shared pipe it holds.  Everything here is
+ * the process's own and trusted; it is written under `mu` (process-local)
+ * or, for the fields the ring code reads, once at attach.
+ */
+struct ppi_shm {
+	/* Mappings. */
+	struct ppi_shm_hdr *hdr;   /* the ctl memfd, all of it */
+	struct ppi_ring *ring;     /* in ctl, at PPI_SHM_RING_OFF */
+	unsigned char *data;       /* a reserve of PPI_SHM_MAX_PAGES pages */
+	_Atomic uint32_t mapped;   /* data pages mapped so far */
+	bool data_rw;              /* data mapped writable (holds a write end) */
+
+	/* Descriptors, all close-on-exec; -1 when not held. */
+	int ctl_fd;    /* the ctl memfd, through a description of our own, which
+	                * carries our holder's liveness lock */
+	int data_fd;   /* read-write, or read-only for a read-only holder */
+	int d_rd, d_wr; /* D's ends we hold: read end while we hold a read end */
+	int r_rd, r_wr; /* R's ends: read end while we hold a write end */
+	int efd[2];     /* pp_fd's eventfds, shared by every holder */
+	int epfd[2];    /* pp_fd: our epoll over efd[side] and the token */
+	int child_fd;  /* fork: the lock description made for the child */
+	uint32_t child_holder;
+
+	uint32_t holder;           /* our holder index */
+	uint32_t handles[2];       /* our handles per side */
+	dev_t dev;                 /* the ctl memfd's identity, to find a view */
+	ino_t ino;
+	_Atomic uint64_t checked_ns; /* last look at the tokens */
+	bool dead;                 /* a fork could not give the child a holder */
+	pthread_mutex_t mu;        /* guards the fields above that change */
+	struct ppi_shm *next;      /* the process's list of views */
+};
+
+/* Page address: pages are 1..mapped-1. */
+static inline unsigned char *ppi_shm_page(struct ppi_shm *v, uint32_t page)
+{
+	return v->data + (size_t)page * PP_PAGE_SIZE;
+}
+
+static inline struct ppi_shm_holder *ppi_shm_holders(struct ppi_shm *v)
+{
+	return (struct ppi_shm_holder *)((unsigned char *)v->hdr + PPI_SHM_HOLDERS_OFF);
+}
+
+static inline struct ppi_shm_desc *ppi_shm_descs(struct ppi_shm *v)
+{
+	return (struct ppi_shm_desc *)((unsigned char *)v->hdr + PPI_SHM_DESCS_OFF);
+}
+
+static inline struct ppi_shm_page *ppi_shm_pages(struct ppi_shm *v)
+{
+	return (struct ppi_shm_page *)((unsigned char *)v->hdr + PPI_SHM_PAGES_OFF);
+}
+
+static inline struct ppi_buf *ppi_shm_slots(struct ppi_shm *v, uint32_t area)
+{
+	return (struct ppi_buf *)((unsigned char *)v->hdr + PPI_SHM_SLOTS_OFF +
+	                          (area & 1) * PPI_SHM_SLOTS_SIZE);
+}
+
+/* ---- shm.c ---------------------------------------------------------- */
+
+/* Make a shared pipe: a view holding one handle on each side (descriptions
+ * 0, the read side, and 1, the write side, with status flags fl).  0 or an
+ * errno value. */
+int ppi_shm_create(int fl, struct ppi_shm **out);
+
+/* The lock.  ppi_shm_lock returns 0, or EIO (the owner stayed alive and
+ * did not let go for a second, or the memory is corrupt); a lock taken
+ * from a dead owner is recovered before it returns. */
+int ppi_shm_lock_slow(struct ppi_shm *v);
+static inline int ppi_shm_lock(struct ppi_shm *v)
+{
+	uint32_t free_word = 0;
+	if (likely(atomic_compare_exchange_strong_explicit(&v->hdr->lock, &free_word, v->holder + 1,
+	                                                   memory_order_acquire,
+	                                                   memory_order_relaxed)))
+		return 0;
+	return ppi_shm_lock_slow(v);
+}
+static inline void ppi_shm_unlock(struct ppi_shm *v)
+{
+	uint32_t was = atomic_exchange_explicit(&v->hdr->lock, 0, memory_order_release);
+	if (unlikely(was & PPI_LOCK_WAITERS))
+		ppi_futex_wake_shared(&v->hdr->lock, 1);
+}
+
+/* Under the lock: check the ring's indices against the view, and give the
+ * slot array and mask to use.  0 or EIO. */
+int ppi_shm_ring_check(struct ppi_shm *v, struct ppi_buf **bufs, uint32_t *mask);
+/* Under the lock: a slot's buffer, checked (page mapped, bytes within the
+ * page, a kind a shared ring holds).  false: corrupt. */
+bool ppi_shm_buf_ok(struct ppi_shm *v, const struct ppi_buf *b);
+
+/* Pages, under the lock.  Take up to n pages, held by us: how many (fewer
+ * when memory or the data memfd ran out).  Give held pages back; put
+ * pages that were in the ring back (they are ours from then on). */
+unsigned ppi_shm_pages_get(struct ppi_shm *v, uint32_t *pages, unsigned n);
+void ppi_shm_pages_put(struct ppi_shm *v, const uint32_t *pages, unsigned n);
+void ppi_shm_pages_mark(struct ppi_shm *v, const uint32_t *pages, unsigned n, uint32_t owner);
+
+/* Map data pages up to `page` if another process grew the data memfd.
+ * false: the page is past the data memfd (corrupt index). */
+bool ppi_shm_map_to(struct ppi_shm *v, uint32_t page);
+
+/* Is side gone in every process (its token's other end hung up)?  Looks
+ * at most every 100 ms unless `now` is set.  Needs no lock. */
+bool ppi_shm_side_gone(struct ppi_shm *v, int side, bool now);
+/* Under the lock: reap dead holders, when forced or at most once a second.
+ * The sides whose handles, in every process, reaping brought to zero (bit
+ * per side): their other side's sleepers are owed a wake. */
+unsigned ppi_shm_reap(struct ppi_shm *v, bool force);
+
+/* pp_fd's eventfds: under the lock, after a change, keep each used side's
+ * counter non-zero exactly while the side is ready (data_added: signal the
+ * read side again for edge-triggered pollers).  ppi_shm_fd: the process's
+ * descriptor for side (an epoll instance), or -errno. */
+void ppi_shm_token_update(struct ppi_shm *v, bool data_added);
+int ppi_shm_fd(struct ppi_shm *v, int side);
+
+/* Under the lock: this process gained (n > 0) or lost (n < 0) handles on
+ * description d.  *closed: the side whose handles, in every process, this
+ * brought to zero (bit per side).  *gone: the process holds no handle on
+ * the pipe any more (its holder record is free; the caller detaches the
+ * view once the lock is dropped).  0 or EINVAL. */
+int ppi_shm_handles(struct ppi_shm *v, uint32_t d, int n, unsigned *closed, bool *gone);
+/* After the lock is dropped: close what the process no longer needs of
+ * the pipe (side's tokens; everything when gone). */
+void ppi_shm_after_close(struct ppi_shm *v, int side, bool gone);
+/* A new description for side with flags: its index, or -1 (EMFILE). */
+int ppi_shm_desc_new(struct ppi_shm *v, int side, int flags);
+/* Under the lock: holder h holds n more (or fewer) handles on d; the
+ * side's total after. */
+uint32_t ppi_shm_count(struct ppi_shm *v, uint32_t h, uint32_t d, int n);
+/* Under the lock, when a process opens a named pipe (export.c). */
+void ppi_shm_opened(struct ppi_shm *v);
+/* Lay out a fresh ctl memory.  0 or an errno value. */
+int ppi_shm_format(int ctl);
+/* Under the lock: our holder reserves (n > 0) or gives back slots. */
+void ppi_shm_reserve(struct ppi_shm *v, int n);
+
+/* Liveness and the process's views (shm.c), for shared.c. */
+int ppi_shm_hold(int fd, uint32_t h, short type);
+int ppi_shm_reopen(int fd, int flags);
+/* A free holder record, taken without the lock (a process joining a pipe
+ * has no holder to lock it with), marked as joining: its index, or -1 when
+ * all are taken.  The caller locks its byte (ppi_shm_hold), then says what
+ * it is with ppi_shm_holder_is. */
+int ppi_shm_holder_new(struct ppi_shm *v);
+void ppi_shm_holder_is(struct ppi_shm *v, uint32_t h, uint32_t state);
+/* Attach the process to a shared pipe as a holder of side (see shm.c);
+ * the handle itself is added by the caller.  0 or an errno value. */
+int ppi_shm_attach(int ctl, int data, int side, const int tok[2], const int rdy[2],
+                   struct ppi_shm **out);
+void ppi_shm_holder_copy(struct ppi_shm *v, uint32_t from, uint32_t to);
+void ppi_shm_views_lock(void);
+void ppi_shm_views_unlock(void);
+struct ppi_shm *ppi_shm_views(void);
+void ppi_shm_detach(struct ppi_shm *v);
+uint64_t ppi_now_ns(void);
+
+int ppi_shm_stats(struct ppi_shm *v, struct pp_shared_stats *st);
+
+#endif
