@@ -24,6 +24,7 @@
 /* Marks the definition of a public call: the shared library exports it
  * (built with -fvisibility=hidden, and libpagepipe.map lists pp_*). */
 #define PPI_API __attribute__((visibility("default")))
+#define PPI_INLINE static inline __attribute__((always_inline))
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 

@@ -83,7 +83,7 @@ static inline int ppi_call_lock(struct ppi_call *c, struct ppi_ring *r, struct p
 }
 
 /* Drop the lock, nothing else (a call that goes on with it dropped). */
-static inline void ppi_call_drop(struct ppi_call *c)
+PPI_INLINE void ppi_call_drop(struct ppi_call *c)
 {
 	if (unlikely(c->shm))
 		ppi_shm_unlock(c->shm);
@@ -166,7 +166,7 @@ static inline void ppi_call_push(struct ppi_call *c, struct ppi_buf buf)
 }
 
 /* Under the lock: tell pp_fd() users what the call changed. */
-static inline void ppi_call_pollers(struct ppi_call *c)
+PPI_INLINE void ppi_call_pollers(struct ppi_call *c)
 {
 	if (unlikely(c->shm))
 		ppi_call_settle_shared(c);
@@ -177,7 +177,7 @@ static inline void ppi_call_pollers(struct ppi_call *c)
 
 /* Under the lock, once the call has done its work: the wake rules (see
  * wait.c), then tell pp_fd() users what changed. */
-static inline void ppi_call_settle(struct ppi_call *c)
+PPI_INLINE void ppi_call_settle(struct ppi_call *c)
 {
 	/* A consumer that freed a slot of a full ring wakes one writer. */
 	if (c->consumer && c->was_full && !ppi_ring_full(c->r))
@@ -189,13 +189,13 @@ static inline void ppi_call_settle(struct ppi_call *c)
 }
 
 /* With the lock dropped: send the wakes owed. */
-static inline void ppi_call_wake(struct ppi_call *c)
+PPI_INLINE void ppi_call_wake(struct ppi_call *c)
 {
 	if (unlikely(c->wake[PPI_READ] || c->wake[PPI_WRITE]))
 		ppi_call_wake_slow(c);
 }
 
-static inline void ppi_call_unlock(struct ppi_call *c)
+PPI_INLINE void ppi_call_unlock(struct ppi_call *c)
 {
 	ppi_call_settle(c);
 	ppi_call_drop(c);

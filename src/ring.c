@@ -257,33 +257,66 @@ static inline bool merge_target(struct ppi_call *c, size_t chars, struct ppi_buf
 	return true;
 }
 
+/* Under the lock: append the first `chars` bytes of the write to the last
+ * buffer (merge_target said it may).  The length is published after the
+ * bytes are in, with one store: a process killed in between leaves the
+ * buffer as it was. */
+static inline void merge_into(struct ppi_call *c, struct ppi_iter *it, struct ppi_buf last,
+                              size_t chars)
+{
+	iter_from(it, ppi_call_addr(c, last.page) + last.offset + last.len, chars);
+	last.len += (uint32_t)chars;
+	ppi_call_set_span(c, LOAD(c->r->head) - 1, last);
+	ppi_ring_count(c->r, (int64_t)chars);
+	c->added = true;
+}
+
+static ssize_t write_locked(struct ppi_call *c, int fl, struct ppi_iter *it);
+
+/*
+ * Write.  A write smaller than a page that merges whole into the last
+ * buffer (a stream of small writes: the jobserver's tokens, log lines) is
+ * done here, in a function small enough that it costs no more than the
+ * copy; everything else goes on in write_locked with the lock held.
+ */
 ssize_t ppi_ring_write(struct ppi_ring *r, struct ppi_shm *shm, int fl, struct ppi_iter *it)
 {
 	struct ppi_call c;
-	ssize_t ret = 0;
 	int err;
-	bool sigpipe = false;
-
 	if ((err = ppi_call_lock(&c, r, shm, false)))
 		return ppi_result(-1, err, false, fl);
+	size_t chars = it->left;
+	struct ppi_buf last;
+	if (chars < PP_PAGE_SIZE && LOAD(r->handles[PPI_READ]) &&
+	    merge_target(&c, chars, &last, &err)) {
+		merge_into(&c, it, last, chars);
+		ppi_call_unlock(&c);
+		return (ssize_t)chars;
+	}
+	return write_locked(&c, fl, it);
+}
+
+__attribute__((noinline)) static ssize_t write_locked(struct ppi_call *cp, int fl,
+                                                      struct ppi_iter *it)
+{
+	struct ppi_call c = *cp;
+	struct ppi_ring *r = c.r;
+	ssize_t ret = 0;
+	int err = 0;
+	bool sigpipe = false;
+
 	if (!LOAD(r->handles[PPI_READ])) {
 		sigpipe = true;
 		err = EPIPE;
 		goto out;
 	}
 
-	/* Merge the odd-sized front of the write into the last buffer.  The
-	 * length is published after the bytes are in, with one store: a
-	 * process killed in between leaves the buffer as it was. */
+	/* Merge the odd-sized front of the write into the last buffer. */
 	size_t chars = it->left & PPI_PAGE_MASK;
 	struct ppi_buf last;
 	if (chars && merge_target(&c, chars, &last, &err)) {
-		iter_from(it, ppi_call_addr(&c, last.page) + last.offset + last.len, chars);
-		last.len += (uint32_t)chars;
-		ppi_call_set_span(&c, LOAD(r->head) - 1, last);
-		ppi_ring_count(r, (int64_t)chars);
+		merge_into(&c, it, last, chars);
 		ret = chars;
-		c.added = true;
 		if (!it->left)
 			goto out;
 	}
