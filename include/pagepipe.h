@@ -19,6 +19,13 @@
  * threads close independently.  A closed handle is detected (EBADF) while
  * its memory has not been reused; beyond that, use after close is undefined.
  *
+ * Shared pipes (PP_SHARED, pp_import, pp_open) add one error to every call
+ * that takes the pipe's lock: EIO, when the pipe's shared memory was found
+ * corrupt (another process wrote over it) or its lock stayed held by a
+ * live process for more than a second.  A call that had moved bytes
+ * returns their count; the next one fails.  pp_close closes the handle
+ * even then.
+ *
  * Signal handlers.  pp_nread, pp_events, pp_getfl, pp_setfl, pp_getsize,
  * pp_getmaxsize, pp_setmaxsize and pp_version are async-signal-safe: they
  * take no lock.  Every other call takes the pipe's lock (or the page

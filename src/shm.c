@@ -32,7 +32,7 @@
 #include "shm.h"
 
 #define MS 1000000ull
-#define CHECK_EVERY_NS (100 * MS) /* look at the tokens */
+#define CHECK_EVERY_NS (50 * MS) /* look at the tokens */
 #define REAP_EVERY_NS (1000 * MS) /* reap dead holders unasked */
 #define LOCK_GIVE_UP_NS (1000 * MS)
 #define LOCK_LOOK_NS (10 * MS)    /* a lock waiter looks at the owner */
@@ -484,12 +484,27 @@ static void rebuild(struct ppi_shm *v)
 	if (ppi_shm_ring_check(v, &bufs, &mask))
 		return;
 	/* The ring's buffers: drop empty ones at the tail (a reader died
-	 * between emptying a buffer and moving tail), check the rest. */
+	 * between emptying a buffer and moving tail; its page, if still
+	 * marked in the ring, is found unnamed below), check the rest. */
 	uint32_t head = LOAD(r->head), tail = LOAD(r->tail);
+	for (; tail != head; tail++) {
+		struct ppi_buf b = bufs[tail & mask];
+		if (!ppi_shm_buf_ok(v, &b))
+			return;
+		/* A reader that died taking this buffer marked its page held
+		 * (reaping gave it back) or emptied it: the buffer is gone. */
+		if (b.len && LOAD(pg[b.page].owner) == PPI_PAGE_RING)
+			break;
+	}
+	atomic_store_explicit(&r->tail, tail, RELAXED);
 	for (uint32_t i = tail; i != head; i++) {
 		struct ppi_buf b = bufs[i & mask];
 		if (!ppi_shm_buf_ok(v, &b))
 			return;
+		if (LOAD(pg[b.page].owner) != PPI_PAGE_RING) {
+			broken(v); /* a buffer in the middle whose page is elsewhere */
+			return;
+		}
 	}
 	atomic_store_explicit(&hdr->idle_head, 0, RELAXED);
 	atomic_store_explicit(&hdr->free_head, 0, RELAXED);

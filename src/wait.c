@@ -143,7 +143,7 @@ static int shared_sleep(struct ppi_call *c, int side, bool moved)
 	shared_sleepers(c, side, 1);
 	ppi_call_drop(c);
 	struct timespec at;
-	uint64_t t = ppi_now_ns() + 100000000ull;
+	uint64_t t = ppi_now_ns() + 50000000ull;
 	at.tv_sec = (time_t)(t / 1000000000ull);
 	at.tv_nsec = (long)(t % 1000000000ull);
 	int err = ppi_futex_wait_until(&r->seq[side], seq, &at, moved);
