@@ -44,7 +44,7 @@ $(LIB_SO): $(LIB_OBJ)
 	ln -sf libpagepipe.so.$(VERSION) $(BUILD)/libpagepipe.so.$(SOVER)
 	ln -sf libpagepipe.so.$(VERSION) $(BUILD)/libpagepipe.so
 
-$(BUILD)/test/%: test/%.c $(wildcard test/*.h) $(wildcard test/fuzz/*.[ch]) \
+$(BUILD)/test/%: test/%.c $(wildcard test/*.h test/harness/*.h) $(wildcard test/fuzz/*.[ch]) \
                  $(wildcard tools/pagepipe/opts.*) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(LIB_A) $(LDLIBS_ALL)
@@ -136,8 +136,7 @@ clean:
 # counts and closes as for `make check`; the command's end-to-end scripts
 # are left out (PP_NO_TOOL_SCRIPTS): they would only repeat `make check`.
 VALGRIND ?= valgrind
-VG_ENV = PP_VALGRIND=1 PP_STRESS_SCALE=0.25 PP_SPLICE_SEQS=10 PP_SPLICE_STREAM_MB=8 \
-         FI_PHASES=3 PP_CASE_TIMEOUT=300
+VG_ENV = PP_VALGRIND=1 PP_TEST_SCALE=0.25 PP_CASE_TIMEOUT=300
 # --soname-synonyms: fault_inject's own malloc stays; only glibc's is replaced.
 VG_MEMCHECK = --tool=memcheck --error-exitcode=99 --leak-check=full -q \
               --suppressions=$(CURDIR)/test/valgrind.supp \

@@ -136,7 +136,8 @@
  * workload from the start failing call k (no forking at the other points);
  * FI_EVERY=k PROG runs only fail_every_kth with that k.  FI_WORKLOAD alone
  * runs one workload.  FI_SEED=n picks other workloads, FI_PHASES=n changes
- * their length (default 10 phases core, 6 zc).
+ * their length (default 10 phases core, 6 zc, times PP_TEST_SCALE; at
+ * least 3).
  */
 #include <poll.h>
 #include <signal.h>
@@ -149,7 +150,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "harness.h"
+#include "harness/harness.h"
 #include "fault.h"
 #include "memfd_maps.h"
 #include "pagepipe.h"
@@ -1656,11 +1657,14 @@ static enum workload g_wl;
 static const char *const wl_name[] = { "core", "zc" };
 
 /* Phases of the workload: FI_PHASES, by default 10 (core) or 6 (zc, whose
- * phases have more calls and more checks). */
+ * phases have more calls and more checks) times PP_TEST_SCALE, at least 3
+ * (fewer would leave out the sealed source, and kinds of failure point). */
 static int workload_phases(void)
 {
-	const char *s = getenv("FI_PHASES");
-	long def = g_wl == WL_ZC ? 6 : 10, v = s ? atol(s) : def;
+	long def = t_scaled(g_wl == WL_ZC ? 6 : 10), v;
+	if (def < 3)
+		def = 3;
+	v = t_env_long("FI_PHASES", def);
 	return v > 0 ? (int)v : (int)def;
 }
 
@@ -1687,6 +1691,7 @@ static void on_child(pid_t pid, unsigned long n, int status)
 			(void)!freopen("/dev/null", "w", stderr);
 		return;
 	}
+	t_progress(); /* the parent's watchdog sees the sweep getting on */
 	if (n <= POINTS_MAX)
 		sh->status[n - 1] = pid < 0 ? -1 : status;
 	sh->npoints = n;
@@ -1793,16 +1798,11 @@ static int run_child(enum mode mode, unsigned long k, char *why, size_t whylen)
 	int st;
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;
+	t_progress();
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
 		return 0;
 	describe(st, why, whylen);
 	return 1;
-}
-
-static long env_long(const char *name)
-{
-	const char *s = getenv(name);
-	return s ? atol(s) : 0;
 }
 
 static void count_points(void)
@@ -1839,12 +1839,12 @@ static void count_points(void)
  */
 static void fail_each_point(void)
 {
-	unsigned long n = sh->ncalls, only = (unsigned long)env_long("FI_POINT");
+	unsigned long n = sh->ncalls, only = (unsigned long)t_env_long("FI_POINT", 0);
 	unsigned long failed = 0, per_kind[FI_NKINDS] = { 0 };
 	char why[128];
 	if (!n)
 		SKIP("no count run");
-	if (env_long("FI_EVERY"))
+	if (t_env_long("FI_EVERY", 0))
 		SKIP("FI_EVERY set");
 	if (only) {
 		int rc = run_child(M_POINT, only, why, sizeof why);
@@ -1885,10 +1885,10 @@ static void fail_each_point(void)
 
 static void fail_every_kth(void)
 {
-	long only = env_long("FI_EVERY"), kmax = env_long("FI_EVERY_MAX");
+	long only = t_env_long("FI_EVERY", 0), kmax = t_env_long("FI_EVERY_MAX", 0);
 	unsigned long failed = 0, runs = 0;
 	char why[128];
-	if (env_long("FI_POINT"))
+	if (t_env_long("FI_POINT", 0))
 		SKIP("FI_POINT set");
 	if (kmax <= 0)
 		kmax = 40;
@@ -1929,20 +1929,6 @@ static void fail_every_kth_zc(void)
 	fail_every_kth();
 }
 
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-#define TIMED(fn)                                                            \
-	do {                                                                     \
-		double t0_ = now();                                                  \
-		RUN(fn);                                                             \
-		fprintf(stderr, "  (%s: %.1f s)\n", #fn, now() - t0_);               \
-	} while (0)
-
 int main(int argc, char **argv)
 {
 	(void)argc;
@@ -1963,15 +1949,15 @@ int main(int argc, char **argv)
 	const char *only = getenv("FI_WORKLOAD");
 	if (!only || !strcmp(only, "core")) {
 		g_wl = WL_CORE;
-		TIMED(count_points);
-		TIMED(fail_each_point);
-		TIMED(fail_every_kth);
+		RUN(count_points);
+		RUN(fail_each_point);
+		RUN(fail_every_kth);
 	}
 	if (!only || !strcmp(only, "zc")) {
 		g_wl = WL_ZC;
-		TIMED(count_points_zc);
-		TIMED(fail_each_point_zc);
-		TIMED(fail_every_kth_zc);
+		RUN(count_points_zc);
+		RUN(fail_each_point_zc);
+		RUN(fail_every_kth_zc);
 	}
 	munmap(sh, sizeof *sh);
 	return T_DONE();

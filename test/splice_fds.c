@@ -45,8 +45,8 @@
  * Time: 2-3 s plain and under the sanitizers, 1.3 s of it deliberate
  * waits; PP_TEST_SCALE scales the random rounds and the data volumes.
  */
-#include "harness.h"
-#include "tpipe.h"
+#include "harness/harness.h"
+#include "harness/helpers.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -56,18 +56,20 @@
 
 /* ---- helpers ------------------------------------------------------------ */
 
-/* Every case is wrapped: afterwards no pool page is in use and the number
- * of open descriptors is what it was before. */
-#define CASE(name)                                                           \
-	static void name##_body(void);                                           \
-	static void name(void)                                                   \
-	{                                                                        \
-		int fds_ = tp_count_fds();                                           \
-		name##_body();                                                       \
-		CHECK_EQ(tp_pages_in_use(), 0);                                         \
-		CHECK_EQ(tp_count_fds(), fds_);                                      \
-	}                                                                        \
-	static void name##_body(void)
+/* Around every case (t_around_cases): afterwards no pool page is in use
+ * and the number of open descriptors is what it was before. */
+static int fds_before_case;
+
+static void count_fds_before(void)
+{
+	fds_before_case = tp_count_fds();
+}
+
+static void nothing_left_after(void)
+{
+	CHECK_EQ(tp_pages_in_use(), 0);
+	CHECK_EQ(tp_count_fds(), fds_before_case);
+}
 
 /* A length larger than anything there is (splice(2) takes up to SSIZE_MAX). */
 #define BIG_LEN ((size_t)1 << 40)
@@ -524,16 +526,16 @@ static void from_file_rounds(int use_off)
 	from_file_round(use_off, &rs, 4096);
 	from_file_round(use_off, &rs, 65536);
 	from_file_round(use_off, &rs, 1u << 20);
-	for (long i = 0, n = tp_scale(6); i < n; i++)
+	for (long i = 0, n = t_scaled(6); i < n; i++)
 		from_file_round(use_off, &rs, tp_rand(&rs) % ((1u << 20) + 1));
 }
 
-CASE(file_from_offset)
+static void file_from_offset(void)
 {
 	from_file_rounds(1);
 }
 
-CASE(file_from_position)
+static void file_from_position(void)
 {
 	from_file_rounds(0);
 }
@@ -608,23 +610,23 @@ static void to_file_round(int use_off, uint32_t *rs)
 	free(got);
 }
 
-CASE(file_to_offset)
+static void file_to_offset(void)
 {
 	uint32_t rs = 0xabcdef1u;
-	for (long i = 0, n = tp_scale(4); i < n; i++)
+	for (long i = 0, n = t_scaled(4); i < n; i++)
 		to_file_round(1, &rs);
 }
 
-CASE(file_to_position)
+static void file_to_position(void)
 {
 	uint32_t rs = 0x1fedcbau;
-	for (long i = 0, n = tp_scale(4); i < n; i++)
+	for (long i = 0, n = t_scaled(4); i < n; i++)
 		to_file_round(0, &rs);
 }
 
 /* A file shorter than len: the short count, then 0 at end of file, with
  * and without an offset; an offset past the end gives 0. */
-CASE(file_short_then_eof)
+static void file_short_then_eof(void)
 {
 	int fd = tmp_file(1000, 7), empty = tmp_file(0, 8);
 	struct pp_end *e[2];
@@ -667,7 +669,7 @@ CASE(file_short_then_eof)
 /* Bytes spliced from a file into a pipe are the pipe's now: writes that
  * merge into their buffer, before or after part of it is read, must never
  * reach the file. */
-CASE(file_unchanged_by_merging_writes)
+static void file_unchanged_by_merging_writes(void)
 {
 	const size_t size = 3 * 4096 + 100;
 	static const struct {
@@ -730,7 +732,7 @@ CASE(file_unchanged_by_merging_writes)
 }
 
 /* Writing past the end of a file leaves a hole that reads as zeros. */
-CASE(file_to_hole)
+static void file_to_hole(void)
 {
 	int fd = tmp_file(100, 31);
 	struct pp_end *e[2];
@@ -776,7 +778,7 @@ CASE(file_to_hole)
 
 /* More buffers than one call may gather: every byte still arrives, in
  * order, in several calls. */
-CASE(file_to_many_buffers)
+static void file_to_many_buffers(void)
 {
 	struct pp_end *e[2];
 	int fd = tmp_file(0, 0);
@@ -814,11 +816,11 @@ CASE(file_to_many_buffers)
 /* ---- sockets -------------------------------------------------------------- */
 
 /* A socket both ways, with a thread at the other end. */
-CASE(socket_stream_both_ways)
+static void socket_stream_both_ways(void)
 {
 	uint32_t rs = 0x5eed;
 	int sv[2];
-	size_t total = (size_t)tp_scale(2 << 20);
+	size_t total = (size_t)t_scaled(2 << 20);
 	pthread_t t;
 	/* socket -> pipe */
 	CHECK_EQ(open_pair(sv, SOCK_STREAM), 0);
@@ -845,7 +847,7 @@ CASE(socket_stream_both_ways)
 /* A non-blocking socket that fills up: each call writes what the socket
  * takes and leaves the rest at the front of the pipe; the socket's bytes
  * followed by the pipe's are what was written. */
-CASE(socket_short_write)
+static void socket_short_write(void)
 {
 	int sv[2], small = 4096;
 	struct pp_end *e[2];
@@ -896,7 +898,7 @@ CASE(socket_short_write)
 }
 
 /* An empty non-blocking socket: EAGAIN, the pipe untouched, no page kept. */
-CASE(socket_eagain_when_empty)
+static void socket_eagain_when_empty(void)
 {
 	int sv[2];
 	struct pp_end *e[2];
@@ -930,12 +932,12 @@ struct late_write {
 static void *late_write_main(void *arg)
 {
 	struct late_write *lw = arg;
-	tp_sleep_ms(lw->ms);
+	t_sleep_ms(lw->ms);
 	(void)!write(lw->fd, "late!", 5);
 	return NULL;
 }
 
-CASE(socket_blocks_by_its_own_flag)
+static void socket_blocks_by_its_own_flag(void)
 {
 	int sv[2];
 	struct pp_end *e[2];
@@ -944,9 +946,9 @@ CASE(socket_blocks_by_its_own_flag)
 	CHECK_EQ(pp_pipe(e, 0), 0);
 	struct late_write lw = { sv[1], 100 };
 	CHECK_EQ(pthread_create(&t, NULL, late_write_main, &lw), 0);
-	double t0 = tp_now();
+	double t0 = t_now();
 	CHECK_EQ(pp_splice_from_fd(sv[0], NULL, e[1], 100, PP_SPLICE_NONBLOCK), 5);
-	CHECK(tp_now() - t0 > 0.05);
+	CHECK(t_now() - t0 > 0.05);
 	pthread_join(t, NULL);
 	char b[5];
 	CHECK_EQ(pp_read(e[0], b, 5), 5);
@@ -960,7 +962,7 @@ CASE(socket_blocks_by_its_own_flag)
 /* A closed peer: into it, EPIPE and the kernel's SIGPIPE (seen while
  * blocked; nothing when ignored), the pipe keeps its bytes; out of it,
  * what was left, then 0. */
-CASE(socket_closed_peer)
+static void socket_closed_peer(void)
 {
 	int sv[2];
 	struct pp_end *e[2];
@@ -994,12 +996,12 @@ CASE(socket_closed_peer)
 
 /* ---- kernel pipes, devices, terminals --------------------------------- */
 
-CASE(kpipe_blocking)
+static void kpipe_blocking(void)
 {
 	uint32_t rs = 0x600d;
 	int k[2];
 	pthread_t t;
-	size_t total = (size_t)tp_scale(1 << 20);
+	size_t total = (size_t)t_scaled(1 << 20);
 	CHECK_EQ(pipe2(k, O_CLOEXEC), 0);
 	struct feeder f = { .fd = k[1], .seed = 81, .total = total, .rs = 3, .how = 2 };
 	CHECK_EQ(pthread_create(&t, NULL, feeder_main, &f), 0);
@@ -1018,7 +1020,7 @@ CASE(kpipe_blocking)
 	close(k[0]);
 }
 
-CASE(kpipe_nonblock)
+static void kpipe_nonblock(void)
 {
 	int k[2];
 	struct pp_end *e[2];
@@ -1070,7 +1072,7 @@ CASE(kpipe_nonblock)
 	pp_close(e[1]);
 }
 
-CASE(devices)
+static void devices(void)
 {
 	struct pp_end *e[2];
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -1107,7 +1109,7 @@ CASE(devices)
 	close(full);
 }
 
-CASE(pty)
+static void pty(void)
 {
 	int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
 	if (m < 0)
@@ -1165,7 +1167,7 @@ CASE(pty)
 
 /* ---- errors ---------------------------------------------------------------- */
 
-CASE(errors_arguments)
+static void errors_arguments(void)
 {
 	struct pp_end *e[2];
 	int k[2], sv[2];
@@ -1263,7 +1265,7 @@ CASE(errors_arguments)
 
 /* No reader left on the pipe: EPIPE, SIGPIPE unless PP_NOSIGPIPE, and not
  * a byte taken from the descriptor. */
-CASE(errors_epipe)
+static void errors_epipe(void)
 {
 	struct pp_end *e[2];
 	sigset_t old;
@@ -1302,7 +1304,7 @@ CASE(errors_epipe)
 
 /* PP_SPLICE_NONBLOCK: EAGAIN on a full pipe (from_fd) without touching the
  * descriptor, on an empty one with a writer (to_fd); 0 at end of file. */
-CASE(errors_nonblock_and_eof)
+static void errors_nonblock_and_eof(void)
 {
 	struct pp_end *e[2];
 	int f = tmp_file(100000, 131), sv[2];
@@ -1344,7 +1346,7 @@ CASE(errors_nonblock_and_eof)
 }
 
 /* A pool bound: the splice gets the pages there are, then ENOMEM. */
-CASE(pool_limit)
+static void pool_limit(void)
 {
 	struct pp_end *e[2];
 	int zero = open("/dev/zero", O_RDONLY | O_CLOEXEC);
@@ -1407,11 +1409,11 @@ static int start_blocked(pthread_t *t, struct blocked *b)
 	if (pthread_create(t, NULL, blocked_main, b))
 		return 0;
 	while (!atomic_load(&b->tid))
-		tp_sleep_ms(1);
+		t_sleep_ms(1);
 	return tp_wait_asleep(atomic_load(&b->tid), 5.0) && !atomic_load(&b->done);
 }
 
-CASE(block_to_fd_wakes)
+static void block_to_fd_wakes(void)
 {
 	struct pp_end *e[2];
 	pthread_t t;
@@ -1448,7 +1450,7 @@ CASE(block_to_fd_wakes)
 	close(f);
 }
 
-CASE(block_from_fd_wakes)
+static void block_from_fd_wakes(void)
 {
 	struct pp_end *e[2];
 	pthread_t t;
@@ -1628,12 +1630,12 @@ static void *rec_reader_main(void *arg)
 	return NULL;
 }
 
-CASE(concurrent_from_fd_records)
+static void concurrent_from_fd_records(void)
 {
 	struct pp_end *e[2];
 	int sv[2][2];
 	pthread_t ft[2], st[2], rt;
-	uint32_t count = (uint32_t)tp_scale(1500);
+	uint32_t count = (uint32_t)t_scaled(1500);
 	struct rec_feeder f[2];
 	struct splicer s[2];
 	struct rec_reader rr = { 0 };
@@ -1722,12 +1724,12 @@ static void *tag_reader_main(void *arg)
 	return NULL;
 }
 
-CASE(concurrent_from_fd_streams)
+static void concurrent_from_fd_streams(void)
 {
 	struct pp_end *e[2];
 	int sv[2][2];
 	pthread_t ft[2], st[2], rt;
-	size_t total = (size_t)tp_scale(2 << 20);
+	size_t total = (size_t)t_scaled(2 << 20);
 	struct tag_feeder f[2];
 	struct splicer s[2];
 	struct tag_reader tr = { 0 };
@@ -1921,7 +1923,7 @@ static void kernel_sequence(struct tp_rec *r, int kernel)
 	close(dst);
 }
 
-CASE(kernel_file_aligned_sequence)
+static void kernel_file_aligned_sequence(void)
 {
 	ks_size = 300000;
 	ks_src = tmp_file(ks_size, 161);
@@ -1940,14 +1942,14 @@ CASE(kernel_file_aligned_sequence)
 
 /* Unaligned offsets and a part-filled pipe: the kernel may take less (its
  * buffers are page-cache pages); compare only the bytes each one moved. */
-CASE(kernel_file_unaligned_bytes)
+static void kernel_file_unaligned_bytes(void)
 {
 	uint32_t rs = 0xbadcafe;
 	const size_t size = 400000;
 	int f = tmp_file(size, 171);
 	CHECK(f >= 0);
 	static unsigned char a[65536], b[65536];
-	for (long i = 0, rounds = tp_scale(60); i < rounds; i++) {
+	for (long i = 0, rounds = t_scaled(60); i < rounds; i++) {
 		struct tp k, p;
 		CHECK_EQ(tp_open(&k, 1, 0), 0);
 		CHECK_EQ(tp_open(&p, 0, 0), 0);
@@ -2091,7 +2093,7 @@ static void kernel_errors(struct tp_rec *r, int kernel)
 	close(zero);
 }
 
-CASE(kernel_errors_and_edges)
+static void kernel_errors_and_edges(void)
 {
 	BOTH_ALL(kernel_errors);
 }
@@ -2123,9 +2125,9 @@ static void kernel_precedence(struct tp_rec *r, int kernel)
 	close(f);
 }
 
-CASE(kernel_len_and_check_order)
+static void kernel_len_and_check_order(void)
 {
-	if (getenv("PP_VALGRIND"))
+	if (t_valgrind())
 		SKIP("valgrind fails splice(2) on a bad descriptor with EBADF before the kernel checks len and flags");
 	BOTH_ALL(kernel_precedence);
 }
@@ -2149,7 +2151,7 @@ static void kernel_append(struct tp_rec *r, int kernel)
 	close(f);
 }
 
-CASE(kernel_append_file)
+static void kernel_append_file(void)
 {
 	BOTH_ALL(kernel_append);
 }
@@ -2188,9 +2190,9 @@ static void kernel_nonblock_end(struct tp_rec *r, int kernel)
 			TP_REC(r, "thread", -1);
 			continue;
 		}
-		double end = tp_now() + 0.3;
-		while (!atomic_load(&b.done) && tp_now() < end)
-			tp_sleep_ms(2);
+		double end = t_now() + 0.3;
+		while (!atomic_load(&b.done) && t_now() < end)
+			t_sleep_ms(2);
 		long res;
 		if (atomic_load(&b.done)) {
 			pthread_join(th, NULL);
@@ -2209,7 +2211,7 @@ static void kernel_nonblock_end(struct tp_rec *r, int kernel)
 	close(f);
 }
 
-CASE(kernel_nonblocking_pipe_end)
+static void kernel_nonblocking_pipe_end(void)
 {
 	BOTH_ALL(kernel_nonblock_end);
 }
@@ -2239,7 +2241,7 @@ static void kernel_merge(struct tp_rec *r, int kernel)
 	close(f);
 }
 
-CASE(kernel_no_merge_after_splice)
+static void kernel_no_merge_after_splice(void)
 {
 	BOTH_ALL(kernel_merge);
 }
@@ -2269,7 +2271,7 @@ static void kernel_packet(struct tp_rec *r, int kernel)
 	close(dst);
 }
 
-CASE(kernel_packet_mode)
+static void kernel_packet_mode(void)
 {
 	BOTH_ALL(kernel_packet);
 }
@@ -2287,7 +2289,7 @@ static void *slow_drain_main(void *arg)
 	struct slow_drain *d = arg;
 	unsigned char buf[16384];
 	size_t got = 0;
-	tp_sleep_ms(d->delay_ms);
+	t_sleep_ms(d->delay_ms);
 	while (got < d->want) {
 		ssize_t n = read(d->fd, buf, sizeof buf);
 		if (n <= 0)
@@ -2297,7 +2299,7 @@ static void *slow_drain_main(void *arg)
 	return NULL;
 }
 
-CASE(kernel_events_while_to_fd_sleeps)
+static void kernel_events_while_to_fd_sleeps(void)
 {
 	struct pp_end *e[2];
 	int sv[2], small = 4096;
@@ -2310,16 +2312,16 @@ CASE(kernel_events_while_to_fd_sleeps)
 	CHECK(start_blocked(&t, &b)); /* asleep in the socket write */
 	struct slow_drain sd = { sv[1], 65536, 1000 };
 	CHECK_EQ(pthread_create(&d, NULL, slow_drain_main, &sd), 0);
-	double t0 = tp_now();
+	double t0 = t_now();
 	short ev = pp_events(e[0]);
-	double took = tp_now() - t0;
+	double took = t_now() - t0;
 	if (took > 0.5)
 		fprintf(stderr, "pp_events waited %.2f s for the splice's socket write\n", took);
 	CHECK(took < 0.5);
 	CHECK(ev & POLLIN);
-	t0 = tp_now();
+	t0 = t_now();
 	ev = pp_events(e[1]);
-	CHECK(tp_now() - t0 < 0.5);
+	CHECK(t_now() - t0 < 0.5);
 	pthread_join(d, NULL);
 	pthread_join(t, NULL);
 	CHECK_EQ(b.ret, 65536);
@@ -2331,39 +2333,40 @@ CASE(kernel_events_while_to_fd_sleeps)
 
 int main(void)
 {
-	RUNW(file_from_offset);
-	RUNW(file_from_position);
-	RUNW(file_to_offset);
-	RUNW(file_to_position);
-	RUNW(file_short_then_eof);
-	RUNW(file_unchanged_by_merging_writes);
-	RUNW(file_to_hole);
-	RUNW(file_to_many_buffers);
-	RUNW(socket_stream_both_ways);
-	RUNW(socket_short_write);
-	RUNW(socket_eagain_when_empty);
-	RUNW(socket_blocks_by_its_own_flag);
-	RUNW(socket_closed_peer);
-	RUNW(kpipe_blocking);
-	RUNW(kpipe_nonblock);
-	RUNW(devices);
-	RUNW(pty);
-	RUNW(errors_arguments);
-	RUNW(errors_epipe);
-	RUNW(errors_nonblock_and_eof);
-	RUNW(pool_limit);
-	RUNW(block_to_fd_wakes);
-	RUNW(block_from_fd_wakes);
-	RUNW(concurrent_from_fd_records);
-	RUNW(concurrent_from_fd_streams);
-	RUNW(kernel_file_aligned_sequence);
-	RUNW(kernel_file_unaligned_bytes);
-	RUNW(kernel_errors_and_edges);
-	RUNW(kernel_len_and_check_order);
-	RUNW(kernel_append_file);
-	RUNW(kernel_nonblocking_pipe_end);
-	RUNW(kernel_no_merge_after_splice);
-	RUNW(kernel_packet_mode);
-	RUNW(kernel_events_while_to_fd_sleeps);
+	t_around_cases(count_fds_before, nothing_left_after);
+	RUN(file_from_offset);
+	RUN(file_from_position);
+	RUN(file_to_offset);
+	RUN(file_to_position);
+	RUN(file_short_then_eof);
+	RUN(file_unchanged_by_merging_writes);
+	RUN(file_to_hole);
+	RUN(file_to_many_buffers);
+	RUN(socket_stream_both_ways);
+	RUN(socket_short_write);
+	RUN(socket_eagain_when_empty);
+	RUN(socket_blocks_by_its_own_flag);
+	RUN(socket_closed_peer);
+	RUN(kpipe_blocking);
+	RUN(kpipe_nonblock);
+	RUN(devices);
+	RUN(pty);
+	RUN(errors_arguments);
+	RUN(errors_epipe);
+	RUN(errors_nonblock_and_eof);
+	RUN(pool_limit);
+	RUN(block_to_fd_wakes);
+	RUN(block_from_fd_wakes);
+	RUN(concurrent_from_fd_records);
+	RUN(concurrent_from_fd_streams);
+	RUN(kernel_file_aligned_sequence);
+	RUN(kernel_file_unaligned_bytes);
+	RUN(kernel_errors_and_edges);
+	RUN(kernel_len_and_check_order);
+	RUN(kernel_append_file);
+	RUN(kernel_nonblocking_pipe_end);
+	RUN(kernel_no_merge_after_splice);
+	RUN(kernel_packet_mode);
+	RUN(kernel_events_while_to_fd_sleeps);
 	return T_DONE();
 }

@@ -61,17 +61,17 @@
  * Environment:
  *   PP_SPLICE_SEED      first seed of the random sequences (default 1)
  *   PP_SPLICE_SEQS      sequences per random case (default 100; 20 under
- *                       a sanitizer)
+ *                       a sanitizer; times PP_TEST_SCALE)
  *   PP_SPLICE_STEPS     operations per sequence (default 600)
  *   PP_SPLICE_VERBOSE   1: print what the random cases did (a table of
  *                       results per call); 2: also every operation
  *   PP_SPLICE_STREAM_MB size of the fanout stream (default 64; 16 under a
- *                       sanitizer)
+ *                       sanitizer; times PP_TEST_SCALE)
  * A failing sequence prints its seed and step and the command line that
  * replays it alone.
  */
-#include "harness.h"
-#include "tpipe.h"
+#include "harness/harness.h"
+#include "harness/helpers.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -80,27 +80,7 @@
 #define IOV_MAX 1024
 #endif
 
-#ifndef __has_feature
-#define __has_feature(x) 0
-#endif
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__) ||                        \
-	__has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define SANITIZED 1
-#else
-#define SANITIZED 0
-#endif
-
 #define PG PP_PAGE_SIZE
-
-static long env_long(const char *name, long def)
-{
-	const char *s = getenv(name);
-	char *end;
-	if (!s || !*s)
-		return def;
-	long v = strtol(s, &end, 0);
-	return *end ? def : v;
-}
 
 static long pages_in_use(void)
 {
@@ -1097,10 +1077,10 @@ static void run_sequence(int kernel, uint64_t seed, long steps, int verbose)
 static void run_random(int kernel)
 {
 	sigset_t old;
-	long seed0 = env_long("PP_SPLICE_SEED", 1);
-	long seqs = env_long("PP_SPLICE_SEQS", SANITIZED ? 20 : 100);
-	long steps = env_long("PP_SPLICE_STEPS", 600);
-	int verbose = (int)env_long("PP_SPLICE_VERBOSE", 0);
+	long seed0 = t_env_long("PP_SPLICE_SEED", 1);
+	long seqs = t_env_long("PP_SPLICE_SEQS", t_scaled(T_SANITIZED ? 20 : 100));
+	long steps = t_env_long("PP_SPLICE_STEPS", 600);
+	int verbose = (int)t_env_long("PP_SPLICE_VERBOSE", 0);
 	g_reports = 0;
 	CHECK_EQ(pages_in_use(), 0);
 	block_sigpipe(&old);
@@ -1517,7 +1497,7 @@ static int job_start(struct job *j)
 	if (pthread_create(&j->th, NULL, job_main, j))
 		return 0;
 	while (!__atomic_load_n(&j->tid, __ATOMIC_SEQ_CST))
-		tp_sleep_ms(1);
+		t_sleep_ms(1);
 	return tp_wait_asleep(__atomic_load_n(&j->tid, __ATOMIC_SEQ_CST), 5.0) &&
 	       !__atomic_load_n(&j->done, __ATOMIC_SEQ_CST);
 }
@@ -1530,9 +1510,9 @@ static int job_done(struct job *j)
 /* Wait up to secs for the job to finish; 1 if it did. */
 static int job_wait(struct job *j, double secs)
 {
-	double end = tp_now() + secs;
-	while (!job_done(j) && tp_now() < end)
-		tp_sleep_ms(2);
+	double end = t_now() + secs;
+	while (!job_done(j) && t_now() < end)
+		t_sleep_ms(2);
 	return job_done(j);
 }
 
@@ -1697,7 +1677,7 @@ static void blocking_wakes_for_data(void)
 			CHECK_EQ(tp_open(&b, kernel, 0), 0);
 			struct job *j = job_new(kind, &a, &b, 100, 0);
 			KCHECK(kernel, job_start(j));
-			tp_sleep_ms(20);
+			t_sleep_ms(20);
 			KCHECK(kernel, !job_done(j));
 			tp_fill(buf, 10, 3, 0);
 			CHECK_EQ(tp_write(&a, buf, 10), 10);
@@ -1726,7 +1706,7 @@ static void blocking_wakes_for_room(void)
 		CHECK_EQ(tp_write(&a, buf, 100), 100);
 		struct job *j = job_new(J_SPLICE, &a, &b, 1000, 0);
 		KCHECK(kernel, job_start(j));
-		tp_sleep_ms(20);
+		t_sleep_ms(20);
 		KCHECK(kernel, !job_done(j));
 		CHECK_EQ(tp_read(&b, buf, PG), PG); /* one slot free */
 		KCHECK(kernel, job_wait(j, 5));
@@ -1754,7 +1734,7 @@ static void blocking_wakes_for_room(void)
 	j->fouts[1] = c.e[1];
 	j->n = 2;
 	CHECK(job_start(j));
-	tp_sleep_ms(20);
+	t_sleep_ms(20);
 	CHECK(!job_done(j));
 	CHECK_EQ(pp_nread(b.e[0]), 0);
 	CHECK_EQ(tp_read(&c, buf, PG), PG);
@@ -1845,10 +1825,10 @@ static void blocking_signals(void)
 					 * (ThreadSanitizer runs the handler only once the
 					 * call returns, so do not wait long for it; that it
 					 * ran is checked after the join.) */
-					double end = tp_now() + 0.3;
+					double end = t_now() + 0.3;
 					while (__atomic_load_n(&n_usr1_, __ATOMIC_SEQ_CST) == before &&
-					       tp_now() < end)
-						tp_sleep_ms(1);
+					       t_now() < end)
+						t_sleep_ms(1);
 					KCHECK(kernel, tp_wait_asleep(j->tid, 5.0));
 					KCHECK(kernel, !job_done(j));
 					if (full)
@@ -2057,7 +2037,7 @@ static void *stream_thief(void *arg)
 		if (n <= 0)
 			break;
 		stream_take(s, 3, buf, (size_t)n, &last);
-		tp_sleep_ms(0); /* yield-ish: steal some, not most */
+		t_sleep_ms(0); /* yield-ish: steal some, not most */
 		struct timespec ts = { 0, 50000 };
 		nanosleep(&ts, NULL);
 	}
@@ -2094,7 +2074,7 @@ static void fanout_stream(void)
 {
 	struct stream s;
 	memset(&s, 0, sizeof s);
-	long mb = env_long("PP_SPLICE_STREAM_MB", SANITIZED ? 16 : 64);
+	long mb = t_env_long("PP_SPLICE_STREAM_MB", t_scaled(T_SANITIZED ? 16 : 64));
 	s.nrec = (size_t)mb * 1048576 / 16;
 	CHECK_EQ(pp_pipe(s.src, 0), 0);
 	s.thief_end = pp_dup(s.src[0]);
@@ -2113,13 +2093,13 @@ static void fanout_stream(void)
 		sr[k].c = k;
 		pthread_create(&rd[k], NULL, stream_reader, &sr[k]);
 	}
-	double t0 = tp_now();
+	double t0 = t_now();
 	pthread_join(w, NULL);
 	pthread_join(f, NULL);
 	pthread_join(t, NULL);
 	for (int k = 0; k < 3; k++)
 		pthread_join(rd[k], NULL);
-	double secs = tp_now() - t0;
+	double secs = t_now() - t0;
 
 	CHECK_EQ(s.fan_err, 0);
 	for (int c = 0; c < 4; c++)
@@ -2266,7 +2246,7 @@ static void errors(void)
  */
 static void zero_length_and_check_order(void)
 {
-	if (getenv("PP_VALGRIND"))
+	if (t_valgrind())
 		SKIP("valgrind fails splice(2) and tee(2) on a bad descriptor with EBADF before the kernel checks len and flags");
 	int ka[2], kb[2];
 	struct pp_end *pa[2], *pb[2];
@@ -2572,26 +2552,26 @@ int main(void)
 	for (size_t i = 0; i < POOLSZ; i++)
 		g_pool[i] = (unsigned char)(rnd(&r) >> 56);
 
-	RUNW(errors);
-	RUNW(zero_length_and_check_order);
-	RUNW(fanout_tee_share_pages);
-	RUNW(isolation_after_tee);
-	RUNW(isolation_after_partial_splice);
-	RUNW(isolation_after_fanout);
-	RUNW(moved_buffer_merges);
-	RUNW(peek_consume);
-	RUNW(eof_epipe_eagain_order);
-	RUNW(events_after_splice);
-	RUNW(nonblocking_ends);
-	RUNW(blocking_wakes_for_data);
-	RUNW(blocking_wakes_for_room);
-	RUNW(blocking_eof_and_epipe);
-	RUNW(blocking_signals);
-	RUNW(blocking_splice_passes_wake_to_reader);
-	RUNW(blocking_splice_passes_wake_to_writer);
-	RUNW(fanout_stream);
-	RUNW(random_model);
-	RUNW(random_vs_kernel);
+	RUN(errors);
+	RUN(zero_length_and_check_order);
+	RUN(fanout_tee_share_pages);
+	RUN(isolation_after_tee);
+	RUN(isolation_after_partial_splice);
+	RUN(isolation_after_fanout);
+	RUN(moved_buffer_merges);
+	RUN(peek_consume);
+	RUN(eof_epipe_eagain_order);
+	RUN(events_after_splice);
+	RUN(nonblocking_ends);
+	RUN(blocking_wakes_for_data);
+	RUN(blocking_wakes_for_room);
+	RUN(blocking_eof_and_epipe);
+	RUN(blocking_signals);
+	RUN(blocking_splice_passes_wake_to_reader);
+	RUN(blocking_splice_passes_wake_to_writer);
+	RUN(fanout_stream);
+	RUN(random_model);
+	RUN(random_vs_kernel);
 
 	free(g_pool);
 	free(g_exp);

@@ -67,19 +67,18 @@
  *                        at once: one descriptor per end, none leaked.
  * After each case no page may remain in use in the pool.
  *
- * Size: PP_STRESS_SCALE (default 1) multiplies the amount of data and the
+ * Size: PP_TEST_SCALE (default 1) multiplies the amount of data and the
  * number of iterations; builds with ASan or TSan first divide the defaults
- * (by 2 and 4).  A watchdog thread driven by alarm() (threads.h) fails the
- * running case loudly when no thread has made progress for WD_SECS seconds.
- * SIGALRM is blocked in every other thread, so it never interrupts a
- * pagepipe call.
+ * (by 2 and 4).  The harness's watchdog fails the running case loudly when
+ * no thread has made progress for PP_CASE_TIMEOUT seconds; it sends no
+ * signal, so it never interrupts a pagepipe call.
  * The random seed is printed on stderr; PP_STRESS_SEED=N repeats a run's
  * choices (thread timing still varies).
  */
-#include "harness.h"
+#include "harness/harness.h"
 #include "pagepipe.h"
 #include "threads.h"
-#include "tpipe.h"
+#include "harness/helpers.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -125,7 +124,7 @@ static uint64_t new_seed(void)
 }
 
 /* ------------------------------------------------------------------ */
-/* Threads (the watchdog, CASE, TFAIL and case_end are in threads.h)   */
+/* Threads (TFAIL and threads_case_end are in threads.h)               */
 
 static void join_thread(pthread_t t)
 {
@@ -394,7 +393,7 @@ static void *writer_main(void *arg)
 		}
 		sum += rs;
 		cnt++;
-		wd_tick();
+		t_progress();
 	}
 	atomic_store(&R->wsum[c->id], sum);
 	atomic_store(&R->wcnt[c->id], cnt);
@@ -467,7 +466,7 @@ static void *reader_stream(void *arg)
 		}
 		if (n == 0)
 			break;
-		wd_tick();
+		t_progress();
 		if (broken)
 			continue;
 		have += (size_t)n;
@@ -562,7 +561,7 @@ static void *reader_fixed(void *arg)
 		}
 		if (n == 0)
 			break;
-		wd_tick();
+		t_progress();
 		if (atomic_load(&R->broken))
 			continue;
 		if (packet) {
@@ -791,46 +790,40 @@ out:
 
 static void records_stream(void)
 {
-	run_records(4, 1, 0, F_READV, scaled(6000), 0);
-	run_records(4, 1, 0, 0, scaled(2000), 4096);
-	case_end();
+	run_records(4, 1, 0, F_READV, t_scaled_san(6000), 0);
+	run_records(4, 1, 0, 0, t_scaled_san(2000), 4096);
 }
 
 static void records_fixed(void)
 {
-	run_records(4, 3, 4096, F_READV, scaled(4000), 0);
-	run_records(4, 3, 512, F_READV, scaled(12000), 0);
-	run_records(4, 3, 1000, 0, scaled(6000), 16384);
-	case_end();
+	run_records(4, 3, 4096, F_READV, t_scaled_san(4000), 0);
+	run_records(4, 3, 512, F_READV, t_scaled_san(12000), 0);
+	run_records(4, 3, 1000, 0, t_scaled_san(6000), 16384);
 }
 
 static void records_writev(void)
 {
-	run_records(4, 1, 0, F_WRITEV | F_READV, scaled(4000), 0);
-	run_records(4, 3, 4096, F_WRITEV, scaled(3000), 0);
-	run_records(4, 3, 700, F_WRITEV | F_READV, scaled(6000), 8192);
-	case_end();
+	run_records(4, 1, 0, F_WRITEV | F_READV, t_scaled_san(4000), 0);
+	run_records(4, 3, 4096, F_WRITEV, t_scaled_san(3000), 0);
+	run_records(4, 3, 700, F_WRITEV | F_READV, t_scaled_san(6000), 8192);
 }
 
 static void records_packet(void)
 {
-	run_records(4, 3, 0, F_WRITEV | F_READV | F_PACKET, scaled(4000), 0);
-	run_records(4, 3, 0, F_PACKET | F_RESIZE, scaled(1000), 8192);
-	case_end();
+	run_records(4, 3, 0, F_WRITEV | F_READV | F_PACKET, t_scaled_san(4000), 0);
+	run_records(4, 3, 0, F_PACKET | F_RESIZE, t_scaled_san(1000), 8192);
 }
 
 static void resize_race(void)
 {
-	run_records(4, 1, 0, F_RESIZE | F_READV, scaled(2000), 0);
-	run_records(4, 3, 4096, F_RESIZE, scaled(1500), 0);
-	case_end();
+	run_records(4, 1, 0, F_RESIZE | F_READV, t_scaled_san(2000), 0);
+	run_records(4, 3, 4096, F_RESIZE, t_scaled_san(1500), 0);
 }
 
 static void nonblock_poll(void)
 {
-	run_records(4, 1, 0, F_NONBLOCK | F_WRITEV | F_READV, scaled(2000), 0);
-	run_records(4, 3, 2048, F_NONBLOCK, scaled(1500), 8192);
-	case_end();
+	run_records(4, 1, 0, F_NONBLOCK | F_WRITEV | F_READV, t_scaled_san(2000), 0);
+	run_records(4, 3, 2048, F_NONBLOCK, t_scaled_san(1500), 8192);
 }
 
 /* ------------------------------------------------------------------ */
@@ -865,7 +858,7 @@ static void *big_writer(void *arg)
 		for (size_t i = 0; i < len; i++)
 			b->hist[buf[i]]++;
 		b->total += len;
-		wd_tick();
+		t_progress();
 	}
 	free(buf);
 	TCHECK(pp_close(b->h) == 0);
@@ -894,7 +887,7 @@ static void *big_reader(void *arg)
 		for (ssize_t i = 0; i < n; i++)
 			b->hist[buf[i]]++;
 		b->total += (size_t)n;
-		wd_tick();
+		t_progress();
 	}
 	free(buf);
 	TCHECK(pp_close(b->h) == 0);
@@ -914,7 +907,7 @@ static void big_writes(void)
 		b[i].h = pp_dup(e[i < NW ? 1 : 0]);
 		CHECK(b[i].h != NULL);
 		b[i].seed = new_seed();
-		b[i].target = scaled(8L << 20);
+		b[i].target = t_scaled_san(8L << 20);
 	}
 	CHECK_EQ(pp_close(e[0]), 0);
 	CHECK_EQ(pp_close(e[1]), 0);
@@ -941,7 +934,6 @@ static void big_writes(void)
 	CHECK_EQ(rsum, wsum);
 	CHECK(hist_ok);
 	free(b);
-	case_end();
 }
 
 /* ------------------------------------------------------------------ */
@@ -963,14 +955,14 @@ static void *eof_reader(void *arg)
 	errno = 0;
 	c->ret = pp_read(c->h, &b, 1);
 	c->err = errno;
-	wd_tick();
+	t_progress();
 	return NULL;
 }
 
 /* Last writer closes (through 1-3 handles) while 1-8 readers sleep. */
 static void close_eof_race(void)
 {
-	long iters = scaled(240);
+	long iters = t_scaled_san(240);
 	uint64_t s = new_seed();
 	for (long it = 0; it < iters; it++) {
 		int n = 1 + (int)(it % 8);
@@ -1022,11 +1014,10 @@ static void close_eof_race(void)
 		CHECK_EQ(pp_read(e[0], &b, 1), 0);
 		CHECK(pp_events(e[0]) & POLLHUP);
 		CHECK_EQ(pp_close(e[0]), 0);
-		wd_tick();
+		t_progress();
 		if (t_case_failed)
 			break;
 	}
-	case_end();
 }
 
 static void *epipe_writer(void *arg)
@@ -1038,7 +1029,7 @@ static void *epipe_writer(void *arg)
 	errno = 0;
 	c->ret = pp_write(c->h, buf, c->len);
 	c->err = errno;
-	wd_tick();
+	t_progress();
 	return NULL;
 }
 
@@ -1062,7 +1053,7 @@ static void *gated_main(void *arg)
 /* Last reader closes (1-3 handles, concurrently) while 1-8 writers sleep. */
 static void close_epipe_race(void)
 {
-	long iters = scaled(240);
+	long iters = t_scaled_san(240);
 	uint64_t s = new_seed();
 	for (long it = 0; it < iters; it++) {
 		int n = 1 + (int)(it % 8);
@@ -1113,11 +1104,10 @@ static void close_epipe_race(void)
 		CHECK_ERR(pp_write(e[1], page, 1), EPIPE);
 		CHECK(pp_events(e[1]) & POLLERR);
 		CHECK_EQ(pp_close(e[1]), 0);
-		wd_tick();
+		t_progress();
 		if (t_case_failed)
 			break;
 	}
-	case_end();
 }
 
 struct duper {
@@ -1174,7 +1164,7 @@ static void *observer_main(void *arg)
 			break;
 		}
 		o->total += (size_t)n;
-		wd_tick();
+		t_progress();
 	}
 	TCHECK(pp_close(o->h) == 0);
 	return NULL;
@@ -1183,7 +1173,7 @@ static void *observer_main(void *arg)
 /* Many threads close dup'd handles of both ends at once. */
 static void close_dup_race(void)
 {
-	long iters = scaled(200);
+	long iters = t_scaled_san(200);
 	uint64_t s = new_seed();
 	for (long it = 0; it < iters; it++) {
 		int k = 2 + (int)rnd(&s, 5);
@@ -1219,11 +1209,10 @@ static void close_dup_race(void)
 		join_thread(ot);
 		CHECK_EQ(o.err, 0);
 		CHECK_EQ(o.total, want);
-		wd_tick();
+		t_progress();
 		if (t_case_failed)
 			break;
 	}
-	case_end();
 }
 
 /* ------------------------------------------------------------------ */
@@ -1235,7 +1224,7 @@ static void close_dup_race(void)
  */
 static void fd_first_call_race(void)
 {
-	long iters = scaled(200);
+	long iters = t_scaled_san(200);
 	int before = tp_count_fds();
 	for (long it = 0; it < iters && !t_case_failed; it++) {
 		struct pp_end *e[2];
@@ -1264,33 +1253,31 @@ static void fd_first_call_race(void)
 		CHECK_EQ(pp_fd(e[0]), c[0].ret);
 		CHECK_EQ(pp_close(e[0]), 0);
 		CHECK_EQ(pp_close(e[1]), 0);
-		wd_tick();
+		t_progress();
 	}
 	CHECK_EQ(tp_count_fds(), before);
-	case_end();
 }
 
 int main(void)
 {
 	setvbuf(stderr, NULL, _IOLBF, 0);
-	init_scale();
-	wd_init();
 	g_seed = (uint64_t)time(NULL);
 	if (getenv("PP_STRESS_SEED"))
 		g_seed = strtoull(getenv("PP_STRESS_SEED"), NULL, 0);
 	fprintf(stderr, "stress: PP_STRESS_SEED=%llu scale %.2f\n",
-	        (unsigned long long)g_seed, g_scale);
+	        (unsigned long long)g_seed, t_scale() * T_SAN_FACTOR);
 
-	CASE(records_stream);
-	CASE(records_fixed);
-	CASE(records_writev);
-	CASE(records_packet);
-	CASE(big_writes);
-	CASE(resize_race);
-	CASE(nonblock_poll);
-	CASE(close_eof_race);
-	CASE(close_epipe_race);
-	CASE(close_dup_race);
-	CASE(fd_first_call_race);
+	t_around_cases(NULL, threads_case_end);
+	RUN(records_stream);
+	RUN(records_fixed);
+	RUN(records_writev);
+	RUN(records_packet);
+	RUN(big_writes);
+	RUN(resize_race);
+	RUN(nonblock_poll);
+	RUN(close_eof_race);
+	RUN(close_epipe_race);
+	RUN(close_dup_race);
+	RUN(fd_first_call_race);
 	return T_DONE();
 }

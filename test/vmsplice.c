@@ -74,10 +74,10 @@
  * caller owns it again), so a release that comes before a reader has copied
  * the bytes out, even by a moment, shows as wrong data.
  * Every case ends with pages_in_use 0 and no callback with a foreign arg.
- * A SIGALRM watchdog fails a hung case.  PP_VMSPLICE_MB sets the size of
- * the threaded run (default 64).
+ * The harness's watchdog fails a hung case.  PP_VMSPLICE_MB sets the size
+ * of the threaded run (default 64, times PP_TEST_SCALE).
  */
-#include "harness.h"
+#include "harness/harness.h"
 #include "pagepipe.h"
 
 #include <limits.h>
@@ -90,48 +90,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
-
-/* A case's time limit; valgrind (PP_VALGRIND) runs 20-50 times slower. */
-#define WD_SECS (getenv("PP_VALGRIND") ? 900u : 30u)
-
 /* ---- helpers -------------------------------------------------------- */
-
-static const char *volatile cur_case = "?";
-
-static void on_alarm(int sig)
-{
-	(void)sig;
-	static const char msg[] = "watchdog: a case hung (lost wakeup?): ";
-	ssize_t w = write(2, msg, sizeof msg - 1);
-	w = write(2, cur_case, strlen(cur_case));
-	w = write(2, "\n", 1);
-	(void)w;
-	_exit(3);
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-		;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
@@ -309,9 +268,9 @@ static char thread_state(pid_t tid)
  * until *done; false when neither happened within 5 s. */
 static bool wait_asleep(_Atomic pid_t *tidp, atomic_int *done)
 {
-	double end = now_s() + 5;
+	double end = t_now() + 5;
 	int seen = 0;
-	while (now_s() < end) {
+	while (t_now() < end) {
 		if (atomic_load(done))
 			return true;
 		pid_t tid = atomic_load(tidp);
@@ -321,20 +280,15 @@ static bool wait_asleep(_Atomic pid_t *tidp, atomic_int *done)
 		} else {
 			seen = 0;
 		}
-		sleep_ms(2);
+		t_sleep_ms(2);
 	}
 	return false;
 }
 
-static void case_begin(const char *name)
+/* After every case (t_around_cases): no callback got a foreign arg, no
+ * pool page is in use. */
+static void vmsplice_case_end(void)
 {
-	cur_case = name;
-	alarm(WD_SECS);
-}
-
-static void case_end(void)
-{
-	alarm(0);
 	CHECK_EQ(atomic_exchange(&foreign_args, 0), 0);
 	CHECK_EQ(pool_in_use(), 0);
 }
@@ -669,9 +623,8 @@ static void model_iteration(struct model *m)
 
 static void random_layouts_model(void)
 {
-	case_begin("random_layouts_model");
 	static struct model m;
-	int iters = getenv("PP_VALGRIND") ? 100 : SANITIZED ? 500 : 1500;
+	int iters = t_valgrind() ? 100 : T_SANITIZED ? 500 : 1500;
 	rng_state = 0x1234567887654321ull;
 	for (int it = 0; it < iters && !m.bad; it++) {
 		model_iteration(&m);
@@ -679,7 +632,6 @@ static void random_layouts_model(void)
 			fprintf(stderr, "iteration %d failed (%d segments)\n", it, m.nseg);
 	}
 	CHECK_EQ(m.bad, 0);
-	case_end();
 }
 
 /* ---- release only when the last consumer is done --------------------- */
@@ -730,7 +682,6 @@ static void abc_read_last(struct abc *s, struct pp_end *rd, struct rel_log *log)
 
 static void release_after_tee(void)
 {
-	case_begin("release_after_tee");
 	for (int order = 0; order < 2; order++) {
 		struct abc s;
 		struct rel_log log;
@@ -758,12 +709,10 @@ static void release_after_tee(void)
 		log_fini(&log);
 		free(s.mem);
 	}
-	case_end();
 }
 
 static void release_after_fanout(void)
 {
-	case_begin("release_after_fanout");
 	struct abc s;
 	struct rel_log log;
 	struct pp_end *p[2], *o[3][2];
@@ -796,12 +745,10 @@ static void release_after_fanout(void)
 	CHECK_EQ(log_count(&log), 3);
 	log_fini(&log);
 	free(s.mem);
-	case_end();
 }
 
 static void release_after_splice_chain(void)
 {
-	case_begin("release_after_splice_chain");
 	struct abc s;
 	struct rel_log log;
 	struct pp_end *p0[2], *p1[2], *p2[2];
@@ -848,7 +795,6 @@ static void release_after_splice_chain(void)
 	log_fini(&log);
 	log_fini(&log2);
 	free(s.mem);
-	case_end();
 }
 
 /* ---- partial, EAGAIN ------------------------------------------------- */
@@ -904,22 +850,17 @@ static void partial_case(int how)
 
 static void nonblock_partial_splice_flag(void)
 {
-	case_begin("nonblock_partial_splice_flag");
 	partial_case(0);
-	case_end();
 }
 
 static void nonblock_partial_end_flag(void)
 {
-	case_begin("nonblock_partial_end_flag");
 	partial_case(1);
 	partial_case(2);
-	case_end();
 }
 
 static void full_pipe_eagain_no_release(void)
 {
-	case_begin("full_pipe_eagain_no_release");
 	struct rel_log log;
 	unsigned char a[16] = "caller's bytes";
 	struct iovec iov[2] = { { a, 1 }, { a + 1, 10 } };
@@ -946,14 +887,12 @@ static void full_pipe_eagain_no_release(void)
 	}
 	CHECK_EQ(log_count(&log), 0); /* never, not even after drain and close */
 	log_fini(&log);
-	case_end();
 }
 
 /* ---- the zero-copy contract, and no write into caller memory ---------- */
 
 static void contract_reader_sees_caller_changes(void)
 {
-	case_begin("contract_reader_sees_caller_changes");
 	/* NOT something a caller may do: the memory is lent until release.
 	 * The test does it to prove the reader gets the caller's memory
 	 * itself, not a copy taken at vmsplice time. */
@@ -991,7 +930,6 @@ static void contract_reader_sees_caller_changes(void)
 	}
 	log_fini(&log);
 	free(buf);
-	case_end();
 }
 
 static uint64_t checksum(const unsigned char *p, size_t n)
@@ -1004,7 +942,6 @@ static uint64_t checksum(const unsigned char *p, size_t n)
 
 static void writes_never_touch_caller_memory(void)
 {
-	case_begin("writes_never_touch_caller_memory");
 	/* Each segment is 100 bytes inside a 4096-byte region: a write merged
 	 * into its buffer would land in the region right after it. */
 	enum { REG = 4096, NSEG = 4 };
@@ -1086,7 +1023,6 @@ static void writes_never_touch_caller_memory(void)
 	}
 	log_fini(&log);
 	free(reg);
-	case_end();
 }
 
 /* ---- blocking -------------------------------------------------------- */
@@ -1129,7 +1065,7 @@ struct drainer {
 static void *drainer_main(void *arg)
 {
 	struct drainer *d = arg;
-	sleep_ms(d->delay_ms);
+	t_sleep_ms(d->delay_ms);
 	uint64_t rng = 12345; /* its own: rnd() belongs to the main thread */
 	atomic_store(&d->started, 1);
 	while (d->got < d->want) {
@@ -1147,7 +1083,6 @@ static void *drainer_main(void *arg)
 
 static void blocking_wakes_when_reader_drains(void)
 {
-	case_begin("blocking_wakes_when_reader_drains");
 	struct pp_end *p[2];
 	struct rel_log log;
 	log_init(&log);
@@ -1210,7 +1145,6 @@ static void blocking_wakes_when_reader_drains(void)
 	free(out);
 	free(src);
 	free(dst);
-	case_end();
 }
 
 /* A vmsplice sleeps on a full pipe, then a pp_write sleeps behind it.  One
@@ -1219,7 +1153,6 @@ static void blocking_wakes_when_reader_drains(void)
  * sleeps first.) */
 static void blocked_vmsplice_passes_writer_wake(void)
 {
-	case_begin("blocked_vmsplice_passes_writer_wake");
 	for (int order = 0; order < 2; order++) {
 		struct pp_end *p[2];
 		struct rel_log log;
@@ -1242,9 +1175,9 @@ static void blocked_vmsplice_passes_writer_wake(void)
 		CHECK(!atomic_load(&bw.done));
 		static unsigned char sink[65536];
 		CHECK_EQ(pp_read(p[0], sink, sizeof sink), 65536); /* all 16 slots at once */
-		double end = now_s() + 3;
-		while ((!atomic_load(&bv.done) || !atomic_load(&bw.done)) && now_s() < end)
-			sleep_ms(2);
+		double end = t_now() + 3;
+		while ((!atomic_load(&bv.done) || !atomic_load(&bw.done)) && t_now() < end)
+			t_sleep_ms(2);
 		if (!atomic_load(&bv.done) || !atomic_load(&bw.done))
 			fprintf(stderr, "order %d: %s still asleep 3 s after the pipe was emptied "
 			        "(%d bytes in it)\n", order,
@@ -1263,7 +1196,6 @@ static void blocked_vmsplice_passes_writer_wake(void)
 		free(a);
 		free(w);
 	}
-	case_end();
 }
 
 /* ---- EPIPE, EINTR, close ----------------------------------------------- */
@@ -1278,7 +1210,6 @@ static void on_sigpipe(int sig)
 
 static void epipe_and_sigpipe(void)
 {
-	case_begin("epipe_and_sigpipe");
 	struct sigaction sa = { 0 }, old;
 	sa.sa_handler = on_sigpipe;
 	sigemptyset(&sa.sa_mask);
@@ -1306,12 +1237,10 @@ static void epipe_and_sigpipe(void)
 	CHECK_EQ(log_count(&log), 0);
 	sigaction(SIGPIPE, &old, NULL);
 	log_fini(&log);
-	case_end();
 }
 
 static void reader_closes_while_blocked(void)
 {
-	case_begin("reader_closes_while_blocked");
 	struct sigaction sa = { 0 }, old;
 	sa.sa_handler = on_sigpipe;
 	sigemptyset(&sa.sa_mask);
@@ -1347,7 +1276,6 @@ static void reader_closes_while_blocked(void)
 		free(a);
 	}
 	sigaction(SIGPIPE, &old, NULL);
-	case_end();
 }
 
 static void on_usr1(int sig)
@@ -1357,7 +1285,6 @@ static void on_usr1(int sig)
 
 static void eintr_nothing_placed(void)
 {
-	case_begin("eintr_nothing_placed");
 	struct sigaction sa = { 0 }, old;
 	sa.sa_handler = on_usr1; /* no SA_RESTART */
 	sigemptyset(&sa.sa_mask);
@@ -1385,12 +1312,10 @@ static void eintr_nothing_placed(void)
 	CHECK_EQ(log_count(&log), 0);
 	sigaction(SIGUSR1, &old, NULL);
 	log_fini(&log);
-	case_end();
 }
 
 static void close_releases(void)
 {
-	case_begin("close_releases");
 	struct abc s;
 	struct rel_log log;
 	abc_init(&s);
@@ -1443,14 +1368,12 @@ static void close_releases(void)
 
 	log_fini(&log);
 	free(s.mem);
-	case_end();
 }
 
 /* ---- errors, pool, arg -------------------------------------------------- */
 
 static void errors(void)
 {
-	case_begin("errors");
 	struct pp_end *p[2];
 	struct rel_log log;
 	log_init(&log);
@@ -1502,12 +1425,10 @@ static void errors(void)
 	CHECK_EQ(pp_close(p[0]), 0);
 	CHECK_EQ(log_count(&log), 4);
 	log_fini(&log);
-	case_end();
 }
 
 static void no_pool_pages(void)
 {
-	case_begin("no_pool_pages");
 	CHECK_EQ(pool_in_use(), 0);
 	struct pp_end *p[2], *q[2], *s[2];
 	struct rel_log log;
@@ -1544,12 +1465,10 @@ static void no_pool_pages(void)
 	}
 	log_fini(&log);
 	free(a);
-	case_end();
 }
 
 static void arg_and_null_release(void)
 {
-	case_begin("arg_and_null_release");
 	struct pp_end *p[2];
 	struct rel_log l1, l2;
 	log_init(&l1);
@@ -1575,7 +1494,6 @@ static void arg_and_null_release(void)
 	CHECK_EQ(pp_close(p[1]), 0);
 	log_fini(&l1);
 	log_fini(&l2);
-	case_end();
 }
 
 /* ---- the classic zero-copy producer ----------------------------------- */
@@ -1735,12 +1653,10 @@ static void *consumer_main(void *arg)
 
 static void threaded_producer(void)
 {
-	case_begin("threaded_producer");
 	static struct prod pr;
-	long mb = 64;
-	const char *e = getenv("PP_VMSPLICE_MB");
-	if (e && atol(e) > 0)
-		mb = atol(e);
+	long mb = t_env_long("PP_VMSPLICE_MB", t_scaled(64));
+	if (mb < 1)
+		mb = t_scaled(64);
 	pr.total = (uint64_t)mb << 20;
 	pr.rng = 7;
 	pthread_mutex_init(&pr.mu, NULL);
@@ -1753,13 +1669,13 @@ static void threaded_producer(void)
 		 * for room, and rewrites a buffer the moment it is released. */
 		CHECK_EQ(pp_setsize(pr.p[1], 1 << 20), 1 << 20);
 		pthread_t tp, tc;
-		double t0 = now_s();
+		double t0 = t_now();
 		CHECK_EQ(pthread_create(&tc, NULL, consumer_main, &pr), 0);
 		CHECK_EQ(pthread_create(&tp, NULL, producer_main, &pr), 0);
 		pthread_join(tp, NULL);
 		pthread_join(tc, NULL);
 		fprintf(stderr, "threaded_producer: %ld MiB in %.2f s, %ld segments, %ld short calls\n",
-		        mb, now_s() - t0, pr.segs_sent, pr.short_calls);
+		        mb, t_now() - t0, pr.segs_sent, pr.short_calls);
 		CHECK_EQ(pp_close(pr.p[0]), 0);
 	}
 	CHECK_EQ(atomic_load(&pr.bad), 0);
@@ -1771,16 +1687,11 @@ static void threaded_producer(void)
 	}
 	pthread_mutex_destroy(&pr.mu);
 	pthread_cond_destroy(&pr.cv);
-	case_end();
 }
 
 int main(void)
 {
-	struct sigaction sa = { 0 };
-	sa.sa_handler = on_alarm;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGALRM, &sa, NULL);
-
+	t_around_cases(NULL, vmsplice_case_end);
 	RUN(errors);
 	RUN(arg_and_null_release);
 	RUN(no_pool_pages);
