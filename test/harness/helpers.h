@@ -17,7 +17,9 @@
  *   - threads and signals: tp_gettid, tp_thread_state (from /proc),
  *     tp_wait_asleep (a thread is blocked in the call under test),
  *     tp_handle / tp_default (install a handler, with or without
- *     SA_RESTART; back to the default);
+ *     SA_RESTART; back to the default), tp_sigpipe_block /
+ *     tp_sigpipe_taken / tp_sigpipe_restore (did that call raise
+ *     SIGPIPE?);
  *   - the pool: tp_pool_stats, tp_pages_in_use;
  *   - descriptors: tp_count_fds.
  *
@@ -230,6 +232,35 @@ static inline int tp_wait_asleep(pid_t tid, double timeout)
 		t_sleep_ms(10);
 	}
 	return 0;
+}
+
+/* SIGPIPE, blocked in this thread around calls that may raise it:
+ * tp_sigpipe_taken() says whether one came (and takes it, so a stale one
+ * cannot fake the next result). */
+static inline int tp_sigpipe_taken(void)
+{
+	sigset_t s;
+	struct timespec zero = { 0, 0 };
+	int n = 0;
+	sigemptyset(&s);
+	sigaddset(&s, SIGPIPE);
+	while (sigtimedwait(&s, NULL, &zero) == SIGPIPE)
+		n = 1;
+	return n;
+}
+
+static inline void tp_sigpipe_block(sigset_t *old)
+{
+	sigset_t s;
+	sigemptyset(&s);
+	sigaddset(&s, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &s, old);
+	tp_sigpipe_taken();
+}
+
+static inline void tp_sigpipe_restore(const sigset_t *old)
+{
+	pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
 /* Install handler for sig, with or without SA_RESTART. */
