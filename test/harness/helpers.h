@@ -12,8 +12,8 @@
  *     stream in random-sized pieces;
  *   - comparing: a scenario sc(struct tp_rec *, int kernel) records its
  *     results with TP_REC; TP_BOTH(sc) runs it on a kernel pipe and on a
- *     pagepipe and compares the records (TP_CMP), TP_WANT checks one
- *     against known answers;
+ *     pagepipe and compares the records (TP_CMP: the first difference;
+ *     TP_BOTH_ALL: every one), TP_WANT checks one against known answers;
  *   - threads and signals: tp_gettid, tp_thread_state (from /proc),
  *     tp_wait_asleep (a thread is blocked in the call under test),
  *     tp_handle / tp_default (install a handler, with or without
@@ -132,28 +132,29 @@ struct tp_rec {
 		}                                                                    \
 	} while (0)
 
-/* Compare two records; report the first difference and fail the case. */
-#define TP_CMP(k, p) tp_cmp(__FILE__, __LINE__, (k), (p))
+/* Compare two records and fail the case if they differ: report the
+ * first difference, or with all set every one. */
+#define TP_CMP(k, p) tp_cmp(__FILE__, __LINE__, (k), (p), 0)
 static inline int tp_cmp(const char *file, int line, const struct tp_rec *k,
-                         const struct tp_rec *p)
+                         const struct tp_rec *p, int all)
 {
-	int n = k->n < p->n ? k->n : p->n;
-	for (int i = 0; i < n; i++) {
+	int n = k->n < p->n ? k->n : p->n, same = 1;
+	for (int i = 0; i < n && (same || all); i++) {
 		if (k->v[i] != p->v[i]) {
 			fprintf(stderr, "%s:%d: differs from kernel at step %d (%s): "
 			        "kernel %ld, pagepipe %ld\n", file, line, i,
 			        k->what[i] ? k->what[i] : "?", k->v[i], p->v[i]);
 			t_case_failed = 1;
-			return 0;
+			same = 0;
 		}
 	}
-	if (k->n != p->n) {
+	if ((same || all) && k->n != p->n) {
 		fprintf(stderr, "%s:%d: kernel took %d steps, pagepipe %d\n", file,
 		        line, k->n, p->n);
 		t_case_failed = 1;
-		return 0;
+		same = 0;
 	}
-	return 1;
+	return same;
 }
 
 /* Check a record against the known answers, naming the step that differs. */
@@ -182,15 +183,19 @@ static inline void tp_want(const char *file, int line, const struct tp_rec *r,
 }
 
 /* Run scenario sc(struct tp_rec *, int kernel) on a kernel pipe and on a
- * pagepipe, and compare the two records. */
-#define TP_BOTH(sc)                                                          \
-	do {                                                                     \
-		static struct tp_rec r_[2];                                          \
-		memset(r_, 0, sizeof r_);                                            \
-		sc(&r_[0], 1);                                                       \
-		sc(&r_[1], 0);                                                       \
-		TP_CMP(&r_[0], &r_[1]);                                              \
-	} while (0)
+ * pagepipe, and compare the two records: TP_BOTH reports the first step
+ * that differs, TP_BOTH_ALL every one. */
+#define TP_BOTH(sc) tp_both(__FILE__, __LINE__, (sc), 0)
+#define TP_BOTH_ALL(sc) tp_both(__FILE__, __LINE__, (sc), 1)
+static inline void tp_both(const char *file, int line, void (*sc)(struct tp_rec *, int),
+                           int all)
+{
+	static struct tp_rec r[2];
+	memset(r, 0, sizeof r);
+	sc(&r[0], 1);
+	sc(&r[1], 0);
+	tp_cmp(file, line, &r[0], &r[1], all);
+}
 
 /* ---- threads and signals ----------------------------------------------- */
 
