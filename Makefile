@@ -154,7 +154,8 @@ HG_BUILD = build-helgrind
 HG_SINGLE = api_errors coalesce diff_kernel fault_inject fuzz_replay pool_batch \
             splice_file_pages splice_matches_model splice_matches_kernel \
             splice_shares_pages splice_isolation splice_errors splice_fd_file \
-            splice_fd_devices splice_fd_errors
+            splice_fd_devices splice_fd_errors vmsplice_matches_model \
+            vmsplice_release_shared vmsplice_partial vmsplice_no_copy vmsplice_errors
 HG_TESTS = $(filter-out $(addprefix $(HG_BUILD)/test/,$(HG_SINGLE)), \
              $(patsubst $(BUILD)/test/%,$(HG_BUILD)/test/%,$(TESTS)))
 
