@@ -142,7 +142,7 @@ clean:
 # are left out (PP_NO_TOOL_SCRIPTS): they would only repeat `make check`.
 VALGRIND ?= valgrind
 VG_ENV = PP_VALGRIND=1 PP_TEST_SCALE=0.25 PP_CASE_TIMEOUT=300
-# --soname-synonyms: fault_inject's own malloc stays; only glibc's is replaced.
+# --soname-synonyms: fault.h's own malloc stays; only glibc's is replaced.
 VG_MEMCHECK = --tool=memcheck --error-exitcode=99 --leak-check=full -q \
               --suppressions=$(CURDIR)/test/valgrind.supp \
               --soname-synonyms=somalloc=nouserintercepts
@@ -151,8 +151,8 @@ VG_HELGRIND = --tool=helgrind --error-exitcode=99 -q \
 HG_BUILD = build-helgrind
 # Every program with threads of its own (the others cannot race; the
 # harness's watchdog thread shares nothing with them): all but these.
-HG_SINGLE = api_errors coalesce diff_kernel fault_inject fuzz_replay pool_batch \
-            splice_file_pages splice_matches_model splice_matches_kernel \
+HG_SINGLE = api_errors coalesce diff_kernel fault_core fault_zerocopy fuzz_replay \
+            pool_batch splice_file_pages splice_matches_model splice_matches_kernel \
             splice_shares_pages splice_isolation splice_errors splice_fd_file \
             splice_fd_devices splice_fd_errors vmsplice_matches_model \
             vmsplice_release_shared vmsplice_partial vmsplice_no_copy vmsplice_errors

@@ -94,7 +94,7 @@ static inline size_t pread_all(int fd, void *buf, size_t n, off_t off)
  * position at 0. */
 static inline int tmp_file(size_t size, unsigned seed)
 {
-	char path[] = "/tmp/pp_splice_fds.XXXXXX";
+	char path[] = "/tmp/pp_splice_fd.XXXXXX";
 	int fd = mkostemp(path, O_CLOEXEC);
 	if (fd < 0)
 		return -1;
