@@ -25,8 +25,9 @@
  * pagepipe call is made non-blocking too; otherwise the pagepipe call runs
  * in blocking mode and must return at once, which the harness's watchdog
  * enforces: a sequence that has not ended after PP_CASE_TIMEOUT seconds
- * fails the program, naming its seed.  SIGPIPE is ignored and blocked, and after every call the pending
- * SIGPIPE is collected with sigtimedwait() to compare who raised it.
+ * fails the program, naming its seed.  SIGPIPE is ignored and blocked, and
+ * after every call the pending SIGPIPE is collected with sigtimedwait() to
+ * compare who raised it.
  *
  * Each sequence is deterministic from its seed.  Environment:
  *   PP_DIFF_SEED     first seed (default 1); sequence i uses seed SEED+i

@@ -342,6 +342,21 @@ static size_t pick_read(uint64_t *s)
 	}
 }
 
+/* A reader's end: its per-writer sums and counts go into the run's
+ * totals, its buffers are freed, its handle closed. */
+static void reader_finish(struct tctx *c, const unsigned long long *sum, const long *cnt,
+                          unsigned char *buf, unsigned char *scratch)
+{
+	struct run *R = c->R;
+	for (int i = 0; i < R->nw; i++) {
+		atomic_fetch_add(&R->rsum[i], sum[i]);
+		atomic_fetch_add(&R->rcnt[i], cnt[i]);
+	}
+	free(buf);
+	free(scratch);
+	TCHECK(pp_close(c->h) == 0);
+}
+
 /* The single reader: rebuild the byte stream and check it record by record. */
 static void *reader_stream(void *arg)
 {
@@ -401,13 +416,7 @@ static void *reader_stream(void *arg)
 	}
 	if (!broken && have != 0)
 		TFAIL("reader: end of file inside a record (%zu bytes left)", have);
-	for (int i = 0; i < R->nw; i++) {
-		atomic_fetch_add(&R->rsum[i], sum[i]);
-		atomic_fetch_add(&R->rcnt[i], cnt[i]);
-	}
-	free(buf);
-	free(scratch);
-	TCHECK(pp_close(c->h) == 0);
+	reader_finish(c, sum, cnt, buf, scratch);
 	return NULL;
 }
 
@@ -504,13 +513,7 @@ static void *reader_fixed(void *arg)
 			take_record(R, c->id, &h, last, sum, cnt);
 		}
 	}
-	for (int i = 0; i < R->nw; i++) {
-		atomic_fetch_add(&R->rsum[i], sum[i]);
-		atomic_fetch_add(&R->rcnt[i], cnt[i]);
-	}
-	free(buf);
-	free(scratch);
-	TCHECK(pp_close(c->h) == 0);
+	reader_finish(c, sum, cnt, buf, scratch);
 	return NULL;
 }
 
