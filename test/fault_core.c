@@ -366,18 +366,9 @@ static void op_setsize(struct model *m)
 	snprintf(g_op, sizeof g_op, "pp_setsize %zu (from %u pages, %u used; expect %ld)", size,
 	         m->cap, m->bn, want);
 	long r = ARMED(pp_setsize(e, size));
-	int err = errno;
-	if (fi.op_mask & FI_BIT(FI_CALLOC)) {
-		CHECK(want > 0 && pages != m->cap); /* the only call that allocates */
-		CHECK_EQ(r, -1);
-		CHECK_EQ(err, ENOMEM);
-	} else {
-		CHECK_EQ(r, want);
-		if (want < 0)
-			CHECK_EQ(err, eerr);
-		else
-			m->cap = pages;
-	}
+	check_setsize(r, errno, want, eerr, m->cap);
+	if (!(fi.op_mask & FI_BIT(FI_CALLOC)) && want >= 0)
+		m->cap = pages;
 	efd_after(m, r > 0);
 }
 

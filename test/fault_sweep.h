@@ -14,7 +14,7 @@
  * fault_sweep_main; besides the sweep, this holds what both workloads use:
  * the byte pattern data is written from, scratch buffers, the run's
  * context (phase, operation, PRNG) and note_failure, pool(), check_empty()
- * (no pipe open: nothing left behind) and pick_wsize().
+ * (no pipe open: nothing left behind), check_setsize() and pick_wsize().
  *
  * Sweep.  Every run is a child process (fork), so each starts from the same
  * pristine library state: empty pool, empty handle quarantine, no page
@@ -177,6 +177,23 @@ static bool untouched(const unsigned char *p, size_t n)
 	if (!a5[0])
 		memset(a5, 0xa5, sizeof a5);
 	return memcmp(p, a5, n) == 0;
+}
+
+/* A pp_setsize's result: -1 ENOMEM when a calloc failed in it (the new
+ * slot array, its only allocation: so it was resizing; cap is the pipe's
+ * slots before the call), else exactly the model's (want, or -1 with
+ * errno eerr). */
+static void check_setsize(long r, int err, long want, int eerr, uint32_t cap)
+{
+	if (fi.op_mask & FI_BIT(FI_CALLOC)) {
+		CHECK(want > 0 && want / PG != cap);
+		CHECK_EQ(r, -1);
+		CHECK_EQ(err, ENOMEM);
+	} else {
+		CHECK_EQ(r, want);
+		if (want < 0)
+			CHECK_EQ(err, eerr);
+	}
 }
 
 /* ---- the workload -------------------------------------------------------- */

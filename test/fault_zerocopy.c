@@ -73,14 +73,8 @@
 #include "fault_sweep.h"
 #include "memfd_maps.h"
 
-/* ==== the zero-copy workload ================================================ */
-
-/*
- * Several pipes and three descriptors: a source file (memfd) read at its
- * position or at an offset, a sink file written likewise, and a kernel pipe
- * both ways.  The model is test/fuzz/zc_model.c; here are the calls, what
- * each may do when a call inside it fails, and the descriptors' own model.
- */
+/* The model is test/fuzz/zc_model.c; here are the calls, what each may do
+ * when a call inside it fails, and the descriptors' own model. */
 #include "fuzz/zc_model.c"
 
 /* The model's failures: recorded, and the run goes on. */
@@ -713,16 +707,7 @@ static void zc_op_setsize(void)
 	snprintf(g_op, sizeof g_op, "pp_setsize pipe %u to %zu (%u/%u slots; expect %ld)", p->id,
 	         size, p->count, p->cap, want);
 	long r = ARMED(pp_setsize(p->end[side], size));
-	int err = errno;
-	if (fi.op_mask & FI_BIT(FI_CALLOC)) {
-		CHECK(want > 0 && want / PG != p->cap); /* a new slot array */
-		CHECK_EQ(r, -1);
-		CHECK_EQ(err, ENOMEM);
-	} else {
-		CHECK_EQ(r, want);
-		if (want < 0)
-			CHECK_EQ(err, eerr);
-	}
+	check_setsize(r, errno, want, eerr, p->cap);
 	if (r > 0)
 		p->cap = (uint32_t)(r / PG);
 	struct zm_pipe *t[1] = { p };

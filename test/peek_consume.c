@@ -9,8 +9,6 @@
 #include "harness/helpers.h"
 #include "splice.h"
 
-/* ---- peek / consume ---------------------------------------------------------- */
-
 static void peek_consume(void)
 {
 	struct pp_end *a[2], *b[2];

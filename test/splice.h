@@ -1,7 +1,8 @@
 /*
  * splice.h - what the programs on transfers between pipes (splice_*.c,
  * peek_consume.c) share, after harness.h and helpers.h:
- *   - PG, IOV_MAX, min_sz, res_str (a result, the count or "-1 (why)");
+ *   - PG, IOV_MAX, min_sz, res_str (a result, the count or "-1 (why)"),
+ *     close_fan (a pipe and a fan-out's outputs);
  *   - a seeded xorshift64* generator (struct rng, rng_seed, rnd, below),
  *     so that every random sequence can be replayed from its seed;
  *   - put(): write n bytes of a test stream (helpers.h's tp_fill);
@@ -47,6 +48,17 @@ static inline const char *res_str(long v, char *buf, size_t n)
 	else
 		snprintf(buf, n, "%ld", v);
 	return buf;
+}
+
+/* Close both ends of a pipe and of n more (a fan-out's outputs). */
+static inline void close_fan(struct pp_end *in[2], struct pp_end *out[][2], int n)
+{
+	pp_close(in[0]);
+	pp_close(in[1]);
+	for (int k = 0; k < n; k++) {
+		pp_close(out[k][0]);
+		pp_close(out[k][1]);
+	}
 }
 
 /* ---- random numbers (xorshift64*) ---------------------------------------- */

@@ -145,12 +145,7 @@ static void nonblocking_ends(void)
 			CHECK_EQ(job_res(j), -EAGAIN);
 	}
 	free(j);
-	pp_close(a[0]);
-	pp_close(a[1]);
-	for (int k = 0; k < 3; k++) {
-		pp_close(o[k][0]);
-		pp_close(o[k][1]);
-	}
+	close_fan(a, o, 3);
 	CHECK_EQ(tp_pages_in_use(), 0);
 }
 

@@ -14,8 +14,6 @@
 #include "harness/helpers.h"
 #include "splice.h"
 
-/* ---- errors ---------------------------------------------------------------- */
-
 static void errors(void)
 {
 	struct pp_end *a[2], *b[2], *c[2];

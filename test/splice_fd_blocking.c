@@ -11,8 +11,6 @@
 #include "harness/helpers.h"
 #include "splice_fd.h"
 
-/* ---- blocking ------------------------------------------------------------ */
-
 static void on_usr1(int sig)
 {
 	(void)sig;

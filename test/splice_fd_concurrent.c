@@ -11,8 +11,6 @@
 #include "harness/helpers.h"
 #include "splice_fd.h"
 
-/* ---- concurrency ------------------------------------------------------- */
-
 /* Records over SOCK_SEQPACKET: a header, then a body of stream seed*1000+sid
  * from seq*4096, 16..4096 bytes in all.  Each splice takes one record,
  * which lands in one page, contiguous in the pipe. */

@@ -12,8 +12,6 @@
 #include "harness/helpers.h"
 #include "splice_fd.h"
 
-/* ---- errors ---------------------------------------------------------------- */
-
 static void errors_arguments(void)
 {
 	struct pp_end *e[2];

@@ -15,8 +15,6 @@
 #include "harness/helpers.h"
 #include "splice_fd.h"
 
-/* ---- regular files ------------------------------------------------------ */
-
 /* Splice a random file from a random start (maybe past its end) to its
  * end, in calls of random length, draining the pipe after each. */
 static void from_file_round(int use_off, uint32_t *rs, size_t size)

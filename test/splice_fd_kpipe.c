@@ -9,8 +9,6 @@
 #include "harness/helpers.h"
 #include "splice_fd.h"
 
-/* ---- kernel pipes, devices, terminals --------------------------------- */
-
 static void kpipe_blocking(void)
 {
 	uint32_t rs = 0x600d;

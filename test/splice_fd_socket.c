@@ -12,8 +12,6 @@
 #include "harness/helpers.h"
 #include "splice_fd.h"
 
-/* ---- sockets -------------------------------------------------------------- */
-
 /* A socket both ways, with a thread at the other end. */
 static void socket_stream_both_ways(void)
 {

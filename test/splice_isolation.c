@@ -11,8 +11,6 @@
 #include "harness/helpers.h"
 #include "splice.h"
 
-/* ---- isolation --------------------------------------------------------- */
-
 struct two {
 	struct pp_end *a[2], *b[2];
 };
@@ -169,12 +167,7 @@ static void isolation_after_fanout(void)
 	}
 	struct piece pa[] = { { 500, 1, 4500 }, { 10, 2, 0 } };
 	expect_pieces(a[0], pa, 2);
-	pp_close(a[0]);
-	pp_close(a[1]);
-	for (int k = 0; k < 3; k++) {
-		pp_close(o[k][0]);
-		pp_close(o[k][1]);
-	}
+	close_fan(a, o, 3);
 	CHECK_EQ(tp_pages_in_use(), 0);
 }
 

@@ -9,8 +9,6 @@
 #include "harness/helpers.h"
 #include "splice.h"
 
-/* ---- pages: sharing is exact ------------------------------------------------ */
-
 static void fill_pipe(struct pp_end *w, size_t n, unsigned seed)
 {
 	unsigned char *buf = malloc(n);
@@ -75,12 +73,7 @@ static void fanout_tee_share_pages(void)
 	CHECK_EQ(tp_pages_in_use(), 16);
 	expect_read(o[2][0], 65536, 8, 0);
 	CHECK_EQ(tp_pages_in_use(), 0);
-	pp_close(in[0]);
-	pp_close(in[1]);
-	for (int k = 0; k < 4; k++) {
-		pp_close(o[k][0]);
-		pp_close(o[k][1]);
-	}
+	close_fan(in, o, 4);
 	CHECK_EQ(tp_pages_in_use(), 0);
 
 	/* pipes closed with shared data in them give every page back */

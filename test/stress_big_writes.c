@@ -22,7 +22,6 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-/* ------------------------------------------------------------------ */
 /* Writes larger than PIPE_BUF                                         */
 
 struct big {

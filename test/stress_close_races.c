@@ -27,7 +27,6 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-/* ------------------------------------------------------------------ */
 /* Close races                                                         */
 
 struct sleeper {

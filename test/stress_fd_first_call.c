@@ -18,7 +18,6 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-/* ------------------------------------------------------------------ */
 /* pp_fd's first call, from many threads at once                       */
 
 /*

@@ -60,7 +60,6 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-/* ------------------------------------------------------------------ */
 /* Records                                                             */
 
 #define REC_MAGIC 0x52505045u /* "EPPR" */

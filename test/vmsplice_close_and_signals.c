@@ -20,8 +20,6 @@
 #include "harness/helpers.h"
 #include "vmsplice.h"
 
-/* ---- EPIPE, EINTR, close ----------------------------------------------- */
-
 static volatile sig_atomic_t sigpipes;
 
 static void on_sigpipe(int sig)

@@ -13,8 +13,6 @@
 #include "harness/helpers.h"
 #include "vmsplice.h"
 
-/* ---- errors, pool, arg -------------------------------------------------- */
-
 static void errors(void)
 {
 	struct pp_end *p[2];

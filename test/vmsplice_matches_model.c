@@ -16,8 +16,6 @@
 #include "harness/helpers.h"
 #include "vmsplice.h"
 
-/* ---- random layouts, against a model -------------------------------- */
-
 /*
  * Stream bytes are numbered in the order they went in.  A pipe of the
  * model holds a queue of stream ranges [lo, hi), oldest first; each

@@ -16,8 +16,6 @@
 #include "harness/helpers.h"
 #include "vmsplice.h"
 
-/* ---- partial, EAGAIN ------------------------------------------------- */
-
 /* A nearly full pipe (2 free slots) takes [A: 100][B: 20000] partly:
  * A whole and B's first 4096 bytes.  how: 0 PP_SPLICE_NONBLOCK, 1 a
  * PP_NONBLOCK end set with pp_setfl, 2 PP_NONBLOCK from pp_pipe. */

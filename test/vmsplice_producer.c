@@ -13,8 +13,6 @@
 #include "harness/helpers.h"
 #include "vmsplice.h"
 
-/* ---- the classic zero-copy producer ----------------------------------- */
-
 #define PBUFS 8
 #define PBUF_SIZE (64 * 1024 + 64)
 
