@@ -16,9 +16,9 @@
  *     "FAIL name (hang)" instead of hanging it.  A case starts with its
  *     clock at zero; long cases call t_progress() (from any thread, or a
  *     forked child) as they get on, t_progress_at("what comes next") to
- *     say what they will wait for.  The watchdog is a thread of its own
- *     that takes no signal and sends none, so it never interrupts a call
- *     under test;
+ *     say what they will wait for.  The watchdog is a process of its own:
+ *     the test keeps exactly its own threads, and no signal interrupts a
+ *     call under test;
  *   - checks around every case of a program (t_around_cases): e.g. no
  *     pool page left in use, no descriptor leaked;
  *   - how much work: PP_TEST_SCALE=F (default 1) multiplies the amount of
@@ -43,6 +43,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -178,41 +180,59 @@ static inline long t_scaled_san(long n)
 
 /* ---- the watchdog ------------------------------------------------------ */
 
-static struct {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	pthread_t thread;
-	int started, stop;
-	unsigned limit;         /* PP_CASE_TIMEOUT */
-	const char *name;       /* the running case; NULL between cases */
-	unsigned long seen;     /* the progress count last seen ... */
-	double since;           /* ... and since when */
-} t_wd = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
-
-/* Progress counts, in a shared page so that forked children count too. */
-static atomic_ulong *t_progress_n;
-static _Atomic(const char *) t_waiting_for; /* t_progress_at's note */
+/*
+ * The watchdog is a process of its own, forked before the first case: the
+ * test keeps exactly the threads it makes, and no signal is sent or taken
+ * until the watchdog kills a test that hangs.  What it sees of the test is
+ * this page, shared with it (and with the test's own forked children, whose
+ * t_progress() counts too).
+ */
+struct t_watch {
+	atomic_ulong progress; /* t_progress() calls */
+	atomic_uint cases;     /* cases started */
+	atomic_int running;    /* a case is running ... */
+	char name[160];        /* ... this one */
+	char what[240];        /* t_progress_at's last note */
+};
+static struct t_watch *t_w;
+static pid_t t_watch_pid;
+static pthread_mutex_t t_what_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* The running case is getting on: the watchdog's clock starts again. */
 static inline void t_progress(void)
 {
-	if (t_progress_n)
-		atomic_fetch_add_explicit(t_progress_n, 1, memory_order_relaxed);
+	if (t_w)
+		atomic_fetch_add_explicit(&t_w->progress, 1, memory_order_relaxed);
 }
 
-/* Progress, and what the case is going to wait for next (for the
- * watchdog's message; a string that lives as long as the case). */
+/* Progress, and what the case is going to do or wait for next (for the
+ * watchdog's message). */
 static inline void t_progress_at(const char *what)
 {
-	atomic_store(&t_waiting_for, what);
+	if (!t_w)
+		return;
+	size_t n = strlen(what);
+	if (n > sizeof t_w->what - 1)
+		n = sizeof t_w->what - 1;
+	pthread_mutex_lock(&t_what_mu);
+	memcpy(t_w->what, what, n);
+	t_w->what[n] = 0;
+	pthread_mutex_unlock(&t_what_mu);
 	t_progress();
 }
 
-/* Print with write(2): the main thread may be stuck holding stdio's lock. */
+/* Seconds a case may go without progress: PP_CASE_TIMEOUT, default 40. */
+static inline unsigned t_case_timeout(void)
+{
+	long v = t_env_long("PP_CASE_TIMEOUT", 40);
+	return v > 0 ? (unsigned)v : 40;
+}
+
+/* Print with write(2) (the watchdog process has no use for stdio). */
 static void t_say(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void t_say(int fd, const char *fmt, ...)
 {
-	char msg[400];
+	char msg[600];
 	va_list ap;
 	va_start(ap, fmt);
 	int n = vsnprintf(msg, sizeof msg, fmt, ap);
@@ -223,87 +243,76 @@ static void t_say(int fd, const char *fmt, ...)
 		(void)!write(fd, msg, (size_t)n);
 }
 
-static void *t_watchdog(void *arg)
+/* The watchdog process: four times a second, has the running case made
+ * progress?  It ends with the test, or kills it. */
+__attribute__((noreturn)) static void t_watch(pid_t test, unsigned limit)
 {
 	sigset_t all;
-	(void)arg;
+	unsigned seen_case = 0;
+	unsigned long seen = 0;
+	double since = t_now();
 	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL); /* never takes a test's signal */
-	pthread_mutex_lock(&t_wd.mu);
-	while (!t_wd.stop) {
+	sigprocmask(SIG_BLOCK, &all, NULL);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* Hold no descriptor of the test's but the output: a pipe end or socket
+	 * kept open here would keep its peer from seeing end of file. */
+	for (int fd = 0; fd < 1024; fd++)
+		if (fd != 1 && fd != 2)
+			close(fd);
+	for (;;) {
+		t_sleep_ms(250);
+		if (getppid() != test)
+			_exit(0); /* the test is gone */
 		double now = t_now();
-		if (t_wd.name) {
-			unsigned long p = atomic_load(t_progress_n);
-			if (p != t_wd.seen) {
-				t_wd.seen = p;
-				t_wd.since = now;
-			} else if (now - t_wd.since > t_wd.limit) {
-				const char *what = atomic_load(&t_waiting_for);
-				t_say(2, "watchdog: %s made no progress for %u s%s%s: a hang or a lost"
-				      " wakeup (PP_CASE_TIMEOUT)\n", t_wd.name, t_wd.limit,
-				      what ? " while " : "", what ? what : "");
-				t_say(1, "FAIL %s (hang)\n", t_wd.name);
-				_exit(1);
-			}
+		unsigned c = atomic_load(&t_w->cases);
+		unsigned long p = atomic_load(&t_w->progress);
+		if (!atomic_load(&t_w->running) || c != seen_case || p != seen) {
+			seen_case = c;
+			seen = p;
+			since = now;
+		} else if (now - since > limit) {
+			t_say(2, "watchdog: %s made no progress for %u s%s%s: a hang or a lost wakeup"
+			      " (PP_CASE_TIMEOUT)\n", t_w->name, limit, t_w->what[0] ? " while " : "",
+			      t_w->what);
+			t_say(1, "FAIL %s (hang)\n", t_w->name);
+			kill(test, SIGKILL);
+			_exit(0);
 		}
-		struct timespec until;
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_nsec += 250 * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&t_wd.cv, &t_wd.mu, &until);
 	}
-	pthread_mutex_unlock(&t_wd.mu);
-	return NULL;
 }
 
-/* Seconds a case may go without progress: PP_CASE_TIMEOUT, default 40. */
-static inline unsigned t_case_timeout(void)
-{
-	long v = t_env_long("PP_CASE_TIMEOUT", 40);
-	return v > 0 ? (unsigned)v : 40;
-}
-
-/* Before the first case: the progress page and the watchdog thread. */
+/* Before the first case: the shared page and the watchdog process. */
 static inline void t_start(void)
 {
-	pthread_condattr_t ca;
-	if (t_wd.started)
+	if (t_w)
 		return;
-	t_wd.started = 1;
-	t_wd.limit = t_case_timeout();
-	t_progress_n = mmap(NULL, sizeof *t_progress_n, PROT_READ | PROT_WRITE,
-	                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (t_progress_n == MAP_FAILED) {
+	t_w = mmap(NULL, sizeof *t_w, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (t_w == MAP_FAILED) {
 		perror("harness: mmap");
 		exit(2);
 	}
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_destroy(&t_wd.cv);
-	pthread_cond_init(&t_wd.cv, &ca);
-	pthread_condattr_destroy(&ca);
-	if (pthread_create(&t_wd.thread, NULL, t_watchdog, NULL) != 0) {
-		perror("harness: watchdog thread");
+	pid_t test = getpid();
+	fflush(stdout);
+	fflush(stderr);
+	t_watch_pid = fork();
+	if (t_watch_pid < 0) {
+		perror("harness: watchdog");
 		exit(2);
 	}
+	if (t_watch_pid == 0)
+		t_watch(test, t_case_timeout());
 }
 
-/* After the last case: the watchdog thread ends (nothing left behind). */
+/* After the last case: the watchdog goes (nothing left behind). */
 static inline void t_stop(void)
 {
-	if (!t_wd.started)
+	if (!t_w)
 		return;
-	pthread_mutex_lock(&t_wd.mu);
-	t_wd.stop = 1;
-	pthread_cond_signal(&t_wd.cv);
-	pthread_mutex_unlock(&t_wd.mu);
-	pthread_join(t_wd.thread, NULL);
-	munmap(t_progress_n, sizeof *t_progress_n);
-	t_progress_n = NULL;
-	t_wd.started = 0;
+	kill(t_watch_pid, SIGKILL);
+	while (waitpid(t_watch_pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	munmap(t_w, sizeof *t_w);
+	t_w = NULL;
 }
 
 /* ---- running cases ----------------------------------------------------- */
@@ -324,12 +333,14 @@ static inline void t_run(const char *name, void (*fn)(void))
 	t_start();
 	t_case_failed = 0;
 	t_case_skipped = 0;
-	atomic_store(&t_waiting_for, NULL);
-	pthread_mutex_lock(&t_wd.mu);
-	t_wd.name = name;
-	t_wd.seen = atomic_load(t_progress_n);
-	t_wd.since = t_now();
-	pthread_mutex_unlock(&t_wd.mu);
+	size_t n = strlen(name);
+	if (n > sizeof t_w->name - 1)
+		n = sizeof t_w->name - 1;
+	memcpy(t_w->name, name, n);
+	t_w->name[n] = 0;
+	t_w->what[0] = 0;
+	atomic_fetch_add(&t_w->cases, 1);
+	atomic_store(&t_w->running, 1);
 	double t0 = t_now();
 
 	if (t_before_case)
@@ -338,9 +349,7 @@ static inline void t_run(const char *name, void (*fn)(void))
 	if (t_after_case)
 		t_after_case();
 
-	pthread_mutex_lock(&t_wd.mu);
-	t_wd.name = NULL;
-	pthread_mutex_unlock(&t_wd.mu);
+	atomic_store(&t_w->running, 0);
 	if (t_case_failed) {
 		t_any_failed = 1;
 		printf("FAIL %s\n", name);
