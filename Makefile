@@ -149,8 +149,7 @@ VG_MEMCHECK = --tool=memcheck --error-exitcode=99 --leak-check=full -q \
 VG_HELGRIND = --tool=helgrind --error-exitcode=99 -q \
               --suppressions=$(CURDIR)/test/helgrind.supp
 HG_BUILD = build-helgrind
-# Every program with threads of its own (the others cannot race; the
-# harness's watchdog thread shares nothing with them): all but these.
+# Every program with threads (the others cannot race): all but these.
 HG_SINGLE = api_errors coalesce diff_kernel fault_core fault_zerocopy fuzz_replay \
             pool_batch splice_file_pages splice_matches_model splice_matches_kernel \
             splice_shares_pages splice_isolation splice_errors splice_fd_file \

@@ -13,8 +13,8 @@
  * Size: PP_TEST_SCALE (default 1) multiplies the amount of data and the
  * number of iterations; builds with ASan or TSan first divide the defaults
  * (by 2 and 4).  The harness's watchdog fails the running case loudly when
- * no thread has made progress for PP_CASE_TIMEOUT seconds; it sends no
- * signal, so it never interrupts a pagepipe call.
+ * no thread has made progress for PP_CASE_TIMEOUT seconds; it is a
+ * process of its own, so it never interrupts a pagepipe call.
  *
  * Everything is static inline, so a program using part of it compiles
  * warning-free.
