@@ -136,7 +136,8 @@ clean:
 # the tests include internal.h first so their own atomics count too).
 # test/valgrind.supp and test/helgrind.supp hold the known false alarms,
 # each explained.  VG_ENV cuts the tests' work to fit valgrind's slowdown
-# (measured on 2 loaded CPUs: memcheck about 3.5 min, helgrind 6.5 min).
+# (measured on 2 CPUs with other work running: memcheck about 4-5 min,
+# helgrind about 9-10 min).
 # Each program runs through a wrapper script in DIR/test, so test/run.sh
 # counts and closes as for `make check`; the command's end-to-end scripts
 # are left out (PP_NO_TOOL_SCRIPTS): they would only repeat `make check`.
