@@ -5,15 +5,18 @@
  *   - the command line every benchmark takes: -q (quick: 1/16 of the work,
  *     at most 3 repetitions), -r REPS, -c CASE, plus a program's own flag
  *     letters, and PP_BENCH_SCALE=F from the environment (bench_options);
- *   - timing (bench_now), medians of repetitions that alternate which
- *     variant runs first, each run under a watchdog alarm so that a hang
- *     cannot block the report forever (bench_medians);
- *   - "struct anypipe": a kernel pipe(2) or a pagepipe behind one small
- *     interface, so that both are measured by the same code;
+ *   - medians of repetitions that alternate which variant runs first,
+ *     each run under a watchdog alarm so that a hang cannot block the
+ *     report forever (bench_medians);
+ *   - the pipe the tests use too, test/harness/pipe.h's struct tp (a
+ *     kernel pipe or a pagepipe behind one interface, so that both are
+ *     measured by the same code), opened and closed or the program dies
+ *     (bench_open, bench_close), and the clock of test/harness/clock.h
+ *     (t_now);
  *   - the data stream: a periodic pattern (bench_pattern), what the writer
  *     wrote at a stream position (expected), a writer of a whole stream
- *     (ap_write_stream) and a reader that drains a pipe checking every
- *     read against the pattern (ap_read_stream);
+ *     (bench_write_stream) and a reader that drains a pipe checking every
+ *     read against the pattern (bench_read_stream);
  *   - the report: counting targets MET / MISSED (bench_result) and data
  *     errors, and the closing lines and exit status (bench_finish): lost or
  *     corrupted data exits 1, a missed target does not (a report, not a
@@ -36,6 +39,8 @@
 #include <unistd.h>
 
 #include "pagepipe.h"
+#include "../test/harness/clock.h"
+#include "../test/harness/pipe.h"
 
 #define KiB 1024UL
 #define MiB (1024UL * KiB)
@@ -48,13 +53,6 @@ static void die(const char *what)
 {
 	perror(what);
 	exit(2);
-}
-
-static inline double bench_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* ---- the command line ---------------------------------------------------- */
@@ -182,57 +180,20 @@ static inline void bench_medians(int nvariants, int reps, double scale, bench_ru
 
 /* ---- one pipe of either kind -------------------------------------------- */
 
+/* The two variants most measurements alternate between, as indices. */
 enum kind { KERNEL, PAGEPIPE };
 
-static inline const char *kind_name(enum kind kind)
+/* Open a pipe of that kind (test/harness/pipe.h's struct tp). */
+static inline void bench_open(struct tp *p, enum kind kind)
 {
-	return kind == KERNEL ? "kernel" : "pagepipe";
-}
-
-struct anypipe {
-	enum kind kind;
-	int fd[2];
-	struct pp_end *end[2];
-};
-
-static inline void ap_open(struct anypipe *p, enum kind kind)
-{
-	p->kind = kind;
-	if (kind == KERNEL ? pipe(p->fd) : pp_pipe(p->end, 0))
+	if (tp_open(p, kind == KERNEL, 0) != 0)
 		die(kind == KERNEL ? "pipe" : "pp_pipe");
 }
 
-static inline ssize_t ap_read(struct anypipe *p, void *buf, size_t n)
+static inline void bench_close(struct tp *p, int which)
 {
-	return p->kind == KERNEL ? read(p->fd[0], buf, n) : pp_read(p->end[0], buf, n);
-}
-
-static inline ssize_t ap_write(struct anypipe *p, const void *buf, size_t n)
-{
-	return p->kind == KERNEL ? write(p->fd[1], buf, n) : pp_write(p->end[1], buf, n);
-}
-
-/* Write all n bytes; 0, or an errno. */
-static inline int ap_write_all(struct anypipe *p, const unsigned char *buf, size_t n)
-{
-	while (n) {
-		ssize_t r = ap_write(p, buf, n);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return errno;
-		}
-		buf += r;
-		n -= (size_t)r;
-	}
-	return 0;
-}
-
-static inline void ap_close(struct anypipe *p, int which)
-{
-	int r = p->kind == KERNEL ? close(p->fd[which]) : pp_close(p->end[which]);
-	if (r != 0)
-		die(p->kind == KERNEL ? "close" : "pp_close");
+	if (tp_close_end(p, which) != 0)
+		die(p->kernel ? "close" : "pp_close");
 }
 
 /* ---- the data stream ------------------------------------------------------ */
@@ -291,12 +252,12 @@ static inline int check(const unsigned char *p, size_t n, unsigned long long pos
 }
 
 /* Write stream bytes [0, total) in writes of up to wsize; 0, or an errno. */
-static inline int ap_write_stream(struct anypipe *p, unsigned long long total, size_t wsize)
+static inline int bench_write_stream(struct tp *p, unsigned long long total, size_t wsize)
 {
 	int err = 0;
 	for (unsigned long long pos = 0; pos < total && !err; pos += wsize) {
 		size_t n = total - pos < wsize ? (size_t)(total - pos) : wsize;
-		err = ap_write_all(p, expected(pos), n);
+		err = tp_write_all(p, expected(pos), n);
 	}
 	return err;
 }
@@ -311,14 +272,14 @@ struct rx {
 
 /* Read p to its end of file with a bufsize buffer, checking every read
  * against the stream (sampled, or in full), into *rx. */
-static inline void ap_read_stream(struct anypipe *p, size_t bufsize, int sample, struct rx *rx)
+static inline void bench_read_stream(struct tp *p, size_t bufsize, int sample, struct rx *rx)
 {
 	unsigned char *buf = malloc(bufsize);
 	unsigned long long pos = 0;
 	if (!buf)
 		die("malloc");
 	for (;;) {
-		ssize_t r = ap_read(p, buf, bufsize);
+		ssize_t r = tp_read(p, buf, bufsize);
 		if (r == 0)
 			break;
 		if (r < 0) {
@@ -330,7 +291,7 @@ static inline void ap_read_stream(struct anypipe *p, size_t bufsize, int sample,
 		rx->bad += (unsigned long)check(buf, (size_t)r, pos, rx->reads++, sample);
 		pos += (unsigned long long)r;
 	}
-	rx->t1 = bench_now();
+	rx->t1 = t_now();
 	rx->received = pos;
 	free(buf);
 }

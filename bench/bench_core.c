@@ -31,9 +31,10 @@
  *   PP_BENCH_SCALE=F in the environment multiplies every byte total and the
  *   number of round trips by F (e.g. 0.25, or 4 for steadier figures).
  *
- * The options, repetitions, medians, the kernel-or-pagepipe "anypipe", the
- * stream pattern with its writer and checking reader, and the report's
- * MET/MISSED counting are shared with bench_zerocopy.c in bench.h.
+ * The options, repetitions, medians, the stream pattern with its writer
+ * and checking reader, and the report's MET/MISSED counting are shared
+ * with bench_zerocopy.c in bench.h; the kernel-or-pagepipe struct tp with
+ * the tests, in test/harness/pipe.h.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -53,7 +54,7 @@
 /* ---- throughput ------------------------------------------------------- */
 
 struct stream {
-	struct anypipe pipe;
+	struct tp pipe;
 	size_t wsize;             /* bytes per write */
 	unsigned long long total; /* bytes the writer writes */
 	pthread_barrier_t start;
@@ -67,9 +68,9 @@ static void *stream_writer(void *arg)
 	struct stream *s = arg;
 
 	pthread_barrier_wait(&s->start);
-	s->t0 = bench_now();
-	s->werr = ap_write_stream(&s->pipe, s->total, s->wsize);
-	ap_close(&s->pipe, 1);
+	s->t0 = t_now();
+	s->werr = bench_write_stream(&s->pipe, s->total, s->wsize);
+	bench_close(&s->pipe, 1);
 	return NULL;
 }
 
@@ -78,7 +79,7 @@ static void *stream_reader(void *arg)
 	struct stream *s = arg;
 
 	pthread_barrier_wait(&s->start);
-	ap_read_stream(&s->pipe, READ_BUF, 1, &s->rx);
+	bench_read_stream(&s->pipe, READ_BUF, 1, &s->rx);
 	return NULL;
 }
 
@@ -91,7 +92,7 @@ static double run_stream(enum kind kind, size_t wsize, unsigned long long total)
 	memset(&s, 0, sizeof s);
 	s.wsize = wsize;
 	s.total = total;
-	ap_open(&s.pipe, kind);
+	bench_open(&s.pipe, kind);
 	if (pthread_barrier_init(&s.start, NULL, 2) != 0)
 		die("pthread_barrier_init");
 	if (pthread_create(&r, NULL, stream_reader, &s) != 0 ||
@@ -99,7 +100,7 @@ static double run_stream(enum kind kind, size_t wsize, unsigned long long total)
 		die("pthread_create");
 	pthread_join(w, NULL);
 	pthread_join(r, NULL);
-	ap_close(&s.pipe, 0);
+	bench_close(&s.pipe, 0);
 	pthread_barrier_destroy(&s.start);
 
 	if (s.werr || s.rx.err || s.rx.received != total || s.rx.bad) {
@@ -107,7 +108,7 @@ static double run_stream(enum kind kind, size_t wsize, unsigned long long total)
 		        "DATA ERROR: %s, %zu-byte writes: wrote %llu, received "
 		        "%llu, %lu bad reads of %lu, write errno %d, read "
 		        "errno %d\n",
-		        kind_name(kind), wsize, total, s.rx.received, s.rx.bad,
+		        tp_name(&s.pipe), wsize, total, s.rx.received, s.rx.bad,
 		        s.rx.reads, s.werr, s.rx.err);
 		data_errors++;
 	}
@@ -117,7 +118,7 @@ static double run_stream(enum kind kind, size_t wsize, unsigned long long total)
 /* ---- ping-pong -------------------------------------------------------- */
 
 struct pingpong {
-	struct anypipe there, back; /* pinger -> echoer, echoer -> pinger */
+	struct tp there, back; /* pinger -> echoer, echoer -> pinger */
 	long rounds;
 	pthread_barrier_t start;
 	long bad;
@@ -131,7 +132,7 @@ static void *echoer(void *arg)
 
 	pthread_barrier_wait(&p->start);
 	for (;;) {
-		ssize_t r = ap_read(&p->there, &c, 1);
+		ssize_t r = tp_read(&p->there, &c, 1);
 		if (r == 0)
 			break;
 		if (r < 0) {
@@ -140,14 +141,14 @@ static void *echoer(void *arg)
 			p->err = errno;
 			break;
 		}
-		while ((r = ap_write(&p->back, &c, 1)) < 0 && errno == EINTR)
+		while ((r = tp_write(&p->back, &c, 1)) < 0 && errno == EINTR)
 			;
 		if (r != 1) {
 			p->err = errno;
 			break;
 		}
 	}
-	ap_close(&p->back, 1);
+	bench_close(&p->back, 1);
 	return NULL;
 }
 
@@ -161,22 +162,22 @@ static double run_pingpong(enum kind kind, long rounds)
 
 	memset(&p, 0, sizeof p);
 	p.rounds = rounds;
-	ap_open(&p.there, kind);
-	ap_open(&p.back, kind);
+	bench_open(&p.there, kind);
+	bench_open(&p.back, kind);
 	if (pthread_barrier_init(&p.start, NULL, 2) != 0)
 		die("pthread_barrier_init");
 	if (pthread_create(&t, NULL, echoer, &p) != 0)
 		die("pthread_create");
 	pthread_barrier_wait(&p.start);
-	t0 = bench_now();
+	t0 = t_now();
 	for (long i = 0; i < rounds; i++) {
 		unsigned char out = (unsigned char)(i * 7 + 1), in = 0;
 		ssize_t r;
-		while ((r = ap_write(&p.there, &out, 1)) < 0 && errno == EINTR)
+		while ((r = tp_write(&p.there, &out, 1)) < 0 && errno == EINTR)
 			;
 		if (r != 1)
 			break;
-		while ((r = ap_read(&p.back, &in, 1)) < 0 && errno == EINTR)
+		while ((r = tp_read(&p.back, &in, 1)) < 0 && errno == EINTR)
 			;
 		if (r != 1)
 			break;
@@ -184,21 +185,21 @@ static double run_pingpong(enum kind kind, long rounds)
 			p.bad++;
 		done++;
 	}
-	t1 = bench_now();
-	ap_close(&p.there, 1);
+	t1 = t_now();
+	bench_close(&p.there, 1);
 	pthread_join(t, NULL);
 	/* the echoer has seen EOF and closed its end: back must be at EOF too */
 	unsigned char extra;
-	ssize_t tail = ap_read(&p.back, &extra, 1);
-	ap_close(&p.there, 0);
-	ap_close(&p.back, 0);
+	ssize_t tail = tp_read(&p.back, &extra, 1);
+	bench_close(&p.there, 0);
+	bench_close(&p.back, 0);
 	pthread_barrier_destroy(&p.start);
 
 	if (done != rounds || p.bad || p.err || tail != 0) {
 		fprintf(stderr,
 		        "DATA ERROR: %s ping-pong: %ld of %ld round trips, %ld "
 		        "wrong bytes, echoer errno %d, final read %zd\n",
-		        kind_name(kind), done, rounds, p.bad, p.err, tail);
+		        tp_name(&p.there), done, rounds, p.bad, p.err, tail);
 		data_errors++;
 	}
 	return (double)rounds / (t1 - t0);

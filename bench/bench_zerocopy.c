@@ -92,8 +92,9 @@
  *   the spinning waiters have been seen to cost pagepipe a factor of ten.
  *
  * What it shares with bench_core.c (options, alternating repetitions and
- * medians, "anypipe", the stream pattern, writer and checking reader, the
- * MET/MISSED report) is in bench.h.
+ * medians, the stream pattern, writer and checking reader, the MET/MISSED
+ * report) is in bench.h; the kernel-or-pagepipe struct tp it shares with
+ * the tests, in test/harness/pipe.h.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -123,11 +124,11 @@ static void target(const char *what, double ratio, double goal, int at_least)
 }
 
 /* Move up to n bytes from a's read end to b's write end by splicing. */
-static ssize_t ap_splice(struct anypipe *a, struct anypipe *b, size_t n)
+static ssize_t splice_between(struct tp *a, struct tp *b, size_t n)
 {
-	if (a->kind == KERNEL)
+	if (a->kernel)
 		return splice(a->fd[0], NULL, b->fd[1], NULL, n, 0);
-	return pp_splice(a->end[0], b->end[1], n, 0);
+	return pp_splice(a->e[0], b->e[1], n, 0);
 }
 
 /* ---- 1. pipe to pipe ---------------------------------------------------- */
@@ -152,7 +153,7 @@ static int mover_splices(enum mover m)
 
 struct chain {
 	enum mover mover;
-	struct anypipe a, b;
+	struct tp a, b;
 	unsigned long long total;
 	pthread_barrier_t start;
 	double t0;
@@ -164,9 +165,9 @@ static void *chain_writer(void *arg)
 {
 	struct chain *c = arg;
 	pthread_barrier_wait(&c->start);
-	c->t0 = bench_now();
-	c->werr = ap_write_stream(&c->a, c->total, BLOCK);
-	ap_close(&c->a, 1);
+	c->t0 = t_now();
+	c->werr = bench_write_stream(&c->a, c->total, BLOCK);
+	bench_close(&c->a, 1);
 	return NULL;
 }
 
@@ -178,8 +179,8 @@ static void *chain_mover(void *arg)
 		die("malloc");
 	pthread_barrier_wait(&c->start);
 	for (;;) {
-		ssize_t r = mover_splices(c->mover) ? ap_splice(&c->a, &c->b, BLOCK)
-		                                    : ap_read(&c->a, buf, BLOCK);
+		ssize_t r = mover_splices(c->mover) ? splice_between(&c->a, &c->b, BLOCK)
+		                                    : tp_read(&c->a, buf, BLOCK);
 		if (r == 0)
 			break;
 		if (r < 0) {
@@ -188,12 +189,12 @@ static void *chain_mover(void *arg)
 			c->merr = errno;
 			break;
 		}
-		if (!mover_splices(c->mover) && (c->merr = ap_write_all(&c->b, buf, (size_t)r)))
+		if (!mover_splices(c->mover) && (c->merr = tp_write_all(&c->b, buf, (size_t)r)))
 			break;
 	}
-	ap_close(&c->b, 1);
+	bench_close(&c->b, 1);
 	/* a mover that failed must not leave the writer blocked on a full A */
-	ap_close(&c->a, 0);
+	bench_close(&c->a, 0);
 	free(buf);
 	return NULL;
 }
@@ -202,7 +203,7 @@ static void *chain_reader(void *arg)
 {
 	struct chain *c = arg;
 	pthread_barrier_wait(&c->start);
-	ap_read_stream(&c->b, BLOCK, sampled, &c->rx);
+	bench_read_stream(&c->b, BLOCK, sampled, &c->rx);
 	return NULL;
 }
 
@@ -214,8 +215,8 @@ static double run_chain(enum mover m, unsigned long long total)
 	memset(&c, 0, sizeof c);
 	c.mover = m;
 	c.total = total;
-	ap_open(&c.a, mover_kind(m));
-	ap_open(&c.b, mover_kind(m));
+	bench_open(&c.a, mover_kind(m));
+	bench_open(&c.b, mover_kind(m));
 	if (pthread_barrier_init(&c.start, NULL, 3))
 		die("pthread_barrier_init");
 	if (pthread_create(&t[0], NULL, chain_reader, &c) ||
@@ -224,7 +225,7 @@ static double run_chain(enum mover m, unsigned long long total)
 		die("pthread_create");
 	for (int i = 0; i < 3; i++)
 		pthread_join(t[i], NULL);
-	ap_close(&c.b, 0);
+	bench_close(&c.b, 0);
 	pthread_barrier_destroy(&c.start);
 	if (c.werr || c.merr || c.rx.err || c.rx.bad || c.rx.received != total) {
 		fprintf(stderr,
@@ -244,35 +245,35 @@ static double run_chain(enum mover m, unsigned long long total)
  */
 static double run_mover_alone(enum mover m, long moves)
 {
-	struct anypipe p[2];
+	struct tp p[2];
 	unsigned char *buf = malloc(BLOCK);
 	int err = 0;
 	long done = 0;
 	if (!buf)
 		die("malloc");
-	ap_open(&p[0], mover_kind(m));
-	ap_open(&p[1], mover_kind(m));
-	err = ap_write_all(&p[0], expected(0), BLOCK);
-	double t0 = bench_now();
+	bench_open(&p[0], mover_kind(m));
+	bench_open(&p[1], mover_kind(m));
+	err = tp_write_all(&p[0], expected(0), BLOCK);
+	double t0 = t_now();
 	for (; done < moves && !err; done++) {
-		struct anypipe *src = &p[done % 2], *dst = &p[(done + 1) % 2];
+		struct tp *src = &p[done % 2], *dst = &p[(done + 1) % 2];
 		for (size_t left = BLOCK; left && !err;) {
-			ssize_t r = mover_splices(m) ? ap_splice(src, dst, left)
-			                             : ap_read(src, buf, left);
+			ssize_t r = mover_splices(m) ? splice_between(src, dst, left)
+			                             : tp_read(src, buf, left);
 			if (r <= 0) {
 				err = r < 0 ? errno : EIO; /* EIO: an unexpected end of file */
 				break;
 			}
 			if (!mover_splices(m))
-				err = ap_write_all(dst, buf, (size_t)r);
+				err = tp_write_all(dst, buf, (size_t)r);
 			left -= (size_t)r;
 		}
 	}
-	double t1 = bench_now();
+	double t1 = t_now();
 	/* the block is in p[moves % 2] now: read it back and compare */
 	size_t got = 0;
 	while (!err && got < BLOCK) {
-		ssize_t r = ap_read(&p[moves % 2], buf + got, BLOCK - got);
+		ssize_t r = tp_read(&p[moves % 2], buf + got, BLOCK - got);
 		if (r <= 0) {
 			err = r < 0 ? errno : EIO;
 			break;
@@ -282,8 +283,8 @@ static double run_mover_alone(enum mover m, long moves)
 	if (!err && memcmp(buf, expected(0), BLOCK) != 0)
 		err = -1;
 	for (int i = 0; i < 2; i++) {
-		ap_close(&p[i], 0);
-		ap_close(&p[i], 1);
+		bench_close(&p[i], 0);
+		bench_close(&p[i], 1);
 	}
 	free(buf);
 	if (err) {
@@ -378,10 +379,10 @@ struct reader_arg {
 static void *fan_writer(void *arg)
 {
 	struct fan *f = arg;
-	struct anypipe p = { .kind = PAGEPIPE, .end = { f->src[0], f->src[1] } };
+	struct tp p = tp_of(f->src[0], f->src[1]);
 	pthread_barrier_wait(&f->start);
-	f->t0 = bench_now();
-	f->werr = ap_write_stream(&p, f->total, BLOCK);
+	f->t0 = t_now();
+	f->werr = bench_write_stream(&p, f->total, BLOCK);
 	if (pp_close(f->src[1]))
 		die("pp_close");
 	return NULL;
@@ -404,8 +405,8 @@ static int distribute(struct fan *f, unsigned char *buf)
 			return errno;
 		}
 		for (int i = 0; f->copying && i < f->n; i++) {
-			struct anypipe p = { .kind = PAGEPIPE, .end = { NULL, outs[i] } };
-			int err = ap_write_all(&p, buf, (size_t)r);
+			struct tp p = tp_of(NULL, outs[i]);
+			int err = tp_write_all(&p, buf, (size_t)r);
 			if (err)
 				return err;
 		}
@@ -462,7 +463,7 @@ static void *fan_reader(void *arg)
 		}
 		pos += got;
 	}
-	f->t1[i] = bench_now();
+	f->t1[i] = t_now();
 	f->received[i] = pos;
 	return NULL;
 }
@@ -602,21 +603,21 @@ static double run_fan_alone(int n, int copying, long blocks)
 	fan_open(&f, n, copying, (unsigned long long)blocks * BLOCK);
 	for (int i = 0; i < n; i++)
 		outs[i] = f.out[i][1];
-	double t0 = bench_now();
+	double t0 = t_now();
 	for (long b = 0; b < blocks && !err && !bad; b++, pos += BLOCK) {
-		double a = bench_now();
-		struct anypipe src = { .kind = PAGEPIPE, .end = { f.src[0], f.src[1] } };
-		err = ap_write_all(&src, expected(pos), BLOCK);
-		double m = bench_now();
+		double a = t_now();
+		struct tp src = tp_of(f.src[0], f.src[1]);
+		err = tp_write_all(&src, expected(pos), BLOCK);
+		double m = t_now();
 		if (!err && !copying && pp_fanout(f.src[0], outs, n, BLOCK, 0) != (ssize_t)BLOCK)
 			err = errno ? errno : EIO;
 		if (!err && copying && pp_read(f.src[0], buf, BLOCK) != (ssize_t)BLOCK)
 			err = errno ? errno : EIO;
 		for (int i = 0; copying && i < n && !err; i++) {
-			struct anypipe p = { .kind = PAGEPIPE, .end = { NULL, outs[i] } };
-			err = ap_write_all(&p, buf, BLOCK);
+			struct tp p = tp_of(NULL, outs[i]);
+			err = tp_write_all(&p, buf, BLOCK);
 		}
-		double r = bench_now();
+		double r = t_now();
 		for (int i = 0; i < n && !err; i++) {
 			ssize_t k = pp_peek(f.out[i][0], iov, PEEK_SEGS);
 			size_t got = 0;
@@ -627,12 +628,12 @@ static double run_fan_alone(int n, int copying, long blocks)
 			if (k < 0 || got != BLOCK || pp_consume(f.out[i][0], got) != (ssize_t)got)
 				err = k < 0 ? errno : EIO;
 		}
-		double e = bench_now();
+		double e = t_now();
 		t[0] += m - a;
 		t[1] += r - m;
 		t[2] += e - r;
 	}
-	double t1 = bench_now();
+	double t1 = t_now();
 	for (int i = 0; i < 3; i++)
 		fa_split[copying][i] = 1e6 * t[i] / (double)blocks;
 	if (err || bad) {
@@ -686,7 +687,7 @@ struct filerun {
 	enum kind kind;
 	int file, sink;
 	unsigned long long size;
-	struct anypipe p;
+	struct tp p;
 	pthread_barrier_t start;
 	double t0, t1;
 	unsigned long long in, out;
@@ -699,11 +700,11 @@ static void *file_filler(void *arg)
 	loff_t koff = 0;
 	off_t off = 0;
 	pthread_barrier_wait(&fr->start);
-	fr->t0 = bench_now();
+	fr->t0 = t_now();
 	for (;;) {
 		ssize_t r = fr->kind == KERNEL
 		                    ? splice(fr->file, &koff, fr->p.fd[1], NULL, BLOCK, 0)
-		                    : pp_splice_from_fd(fr->file, &off, fr->p.end[1], BLOCK, 0);
+		                    : pp_splice_from_fd(fr->file, &off, fr->p.e[1], BLOCK, 0);
 		if (r == 0)
 			break;
 		if (r < 0) {
@@ -714,7 +715,7 @@ static void *file_filler(void *arg)
 		}
 		fr->in += (unsigned long long)r;
 	}
-	ap_close(&fr->p, 1);
+	bench_close(&fr->p, 1);
 	return NULL;
 }
 
@@ -725,7 +726,7 @@ static void *file_drainer(void *arg)
 	for (;;) {
 		ssize_t r = fr->kind == KERNEL
 		                    ? splice(fr->p.fd[0], NULL, fr->sink, NULL, BLOCK, 0)
-		                    : pp_splice_to_fd(fr->p.end[0], fr->sink, NULL, BLOCK, 0);
+		                    : pp_splice_to_fd(fr->p.e[0], fr->sink, NULL, BLOCK, 0);
 		if (r == 0)
 			break;
 		if (r < 0) {
@@ -736,22 +737,22 @@ static void *file_drainer(void *arg)
 		}
 		fr->out += (unsigned long long)r;
 	}
-	fr->t1 = bench_now();
-	ap_close(&fr->p, 0); /* a filler stuck on a full pipe gets EPIPE */
+	fr->t1 = t_now();
+	bench_close(&fr->p, 0); /* a filler stuck on a full pipe gets EPIPE */
 	return NULL;
 }
 
 /* The checker of a verification run: reads the sink pipe, compares every
  * byte, -s or not: this run is the content check. */
 struct sinkcheck {
-	struct anypipe p; /* a kernel pipe; only its read end is used */
+	struct tp p; /* a kernel pipe; only its read end is used */
 	struct rx rx;
 };
 
 static void *sink_checker(void *arg)
 {
 	struct sinkcheck *sc = arg;
-	ap_read_stream(&sc->p, BLOCK, 0, &sc->rx);
+	bench_read_stream(&sc->p, BLOCK, 0, &sc->rx);
 	return NULL;
 }
 
@@ -771,9 +772,9 @@ static double run_file(enum kind kind, int file, int devnull, unsigned long long
 	fr.file = file;
 	fr.size = size;
 	fr.sink = devnull;
-	ap_open(&fr.p, kind);
+	bench_open(&fr.p, kind);
 	if (verify) {
-		ap_open(&sc.p, KERNEL);
+		bench_open(&sc.p, KERNEL);
 		fr.sink = sc.p.fd[1];
 		if (pthread_create(&t[2], NULL, sink_checker, &sc))
 			die("pthread_create");
@@ -787,16 +788,16 @@ static double run_file(enum kind kind, int file, int devnull, unsigned long long
 	pthread_join(t[1], NULL);
 	pthread_barrier_destroy(&fr.start);
 	if (verify) {
-		ap_close(&sc.p, 1);
+		bench_close(&sc.p, 1);
 		pthread_join(t[2], NULL);
-		ap_close(&sc.p, 0);
+		bench_close(&sc.p, 0);
 	}
 	if (fr.ierr || fr.oerr || fr.in != size || fr.out != size ||
 	    (verify && (sc.rx.err || sc.rx.bad || sc.rx.received != size))) {
 		fprintf(stderr,
 		        "DATA ERROR: file to %s, %s: file %llu bytes, filled %llu, drained "
 		        "%llu, errno %d/%d; checked %llu, %lu bad reads of %lu, errno %d\n",
-		        verify ? "checking pipe" : "/dev/null", kind_name(kind), size, fr.in,
+		        verify ? "checking pipe" : "/dev/null", tp_name(&fr.p), size, fr.in,
 		        fr.out, fr.ierr, fr.oerr, sc.rx.received, sc.rx.bad, sc.rx.reads,
 		        sc.rx.err);
 		data_errors++;
@@ -922,8 +923,8 @@ static long mem_run(int copying, long *left_after)
 			die("pthread_create");
 	}
 	/* the readers are blocked on `stall`: nothing drains the outputs */
-	struct anypipe src = { .kind = PAGEPIPE, .end = { f.src[0], f.src[1] } };
-	f.werr = ap_write_all(&src, expected(0), MEM_BYTES);
+	struct tp src = tp_of(f.src[0], f.src[1]);
+	f.werr = tp_write_all(&src, expected(0), MEM_BYTES);
 	if (pp_close(f.src[1]))
 		die("pp_close");
 	/* All of it fits everywhere; a call that would wait means a bug. */

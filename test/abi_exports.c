@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness.h"
+#include "harness/harness.h"
 
 #define MAX_NAMES 256
 

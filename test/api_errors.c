@@ -12,8 +12,8 @@
  * pp_nread, pp_getsize) and keep the end open, and failed calls leave the
  * pipe working.
  */
-#include "harness.h"
-#include "tpipe.h"
+#include "harness/harness.h"
+#include "harness/helpers.h"
 
 /* NULL end: EBADF everywhere. */
 static void null_end_is_ebadf(void)
@@ -277,13 +277,13 @@ static void version_string(void)
 
 int main(void)
 {
-	RUNW(null_end_is_ebadf);
-	RUNW(wrong_end_is_ebadf);
-	RUNW(pipe_flag_and_array_errors);
-	RUNW(null_buffer_is_efault);
-	RUNW(iovcnt_checks_like_kernel);
-	RUNW(dup_handles_share_the_end);
-	RUNW(version_string);
-	RUNW(null_iov_is_efault); /* last: a crash here hides nothing else */
+	RUN(null_end_is_ebadf);
+	RUN(wrong_end_is_ebadf);
+	RUN(pipe_flag_and_array_errors);
+	RUN(null_buffer_is_efault);
+	RUN(iovcnt_checks_like_kernel);
+	RUN(dup_handles_share_the_end);
+	RUN(version_string);
+	RUN(null_iov_is_efault); /* last: a crash here hides nothing else */
 	return T_DONE();
 }

@@ -12,8 +12,8 @@
  * PP_NONBLOCK, share it between pp_dup handles and ignore other bits.
  * End of file, EPIPE and signals are in signals_eof.c.
  */
-#include "harness.h"
-#include "tpipe.h"
+#include "harness/harness.h"
+#include "harness/helpers.h"
 
 /* ---- a thread that writes (or reads) after a delay --------------------- */
 
@@ -30,7 +30,7 @@ static void *delayed_write(void *arg)
 {
 	struct delayed *d = arg;
 	char buf[4096];
-	tp_sleep_ms(d->delay_ms);
+	t_sleep_ms(d->delay_ms);
 	tp_fill(buf, d->n, d->seed, 0);
 	errno = 0;
 	d->ret = tp_write(d->t, buf, d->n);
@@ -90,10 +90,10 @@ static void sc_read_blocks(struct tp_rec *r, int kernel)
 	char out[64];
 	CHECK_EQ(tp_open(&t, kernel, 0), 0);
 	struct delayed d = { &t, 150, 10, 3, 0, 0 };
-	double t0 = tp_now();
+	double t0 = t_now();
 	CHECK_EQ(pthread_create(&th, NULL, delayed_write, &d), 0);
 	TP_REC(r, "blocking read", tp_res(tp_read(&t, out, sizeof out)));
-	double waited = tp_now() - t0;
+	double waited = t_now() - t0;
 	pthread_join(th, NULL);
 	CHECK(waited >= 0.12);
 	TP_REC(r, "waited", waited >= 0.12);
@@ -175,7 +175,7 @@ static void sc_read_huge(struct tp_rec *r, int kernel)
 
 static void read_huge_count(void)
 {
-	if (getenv("PP_VALGRIND"))
+	if (t_valgrind())
 		SKIP("valgrind would shadow the whole 2^40-byte count of the kernel read");
 	TP_BOTH(sc_read_huge);
 }
@@ -231,10 +231,10 @@ static void sc_setfl_shared(struct tp_rec *r, int kernel)
 	TP_REC(r, "orig nonblock", fl);
 	pthread_t th;
 	struct delayed d = { &t, 120, 4, 9, 0, 0 };
-	double t0 = tp_now();
+	double t0 = t_now();
 	CHECK_EQ(pthread_create(&th, NULL, delayed_write, &d), 0);
 	TP_REC(r, "blocking read", tp_res(tp_read(&t, buf, sizeof buf)));
-	double waited = tp_now() - t0;
+	double waited = t_now() - t0;
 	pthread_join(th, NULL);
 	CHECK(waited >= 0.09);
 	CHECK_EQ(tp_verify(buf, 4, 9, 0), -1);
@@ -312,8 +312,8 @@ static void *drain_reader(void *arg)
 	struct drain *d = arg;
 	static __thread char buf[10000];
 	uint32_t seed = 12345;
-	tp_sleep_ms(100); /* let the writer fill the pipe and block */
-	d->first = tp_now();
+	t_sleep_ms(100); /* let the writer fill the pipe and block */
+	d->first = t_now();
 	d->bad = -1;
 	while (d->got < d->total) {
 		size_t want = 1 + tp_rand(&seed) % sizeof buf;
@@ -337,10 +337,10 @@ static void sc_write_blocks(struct tp_rec *r, int kernel)
 	tp_fill(buf, total, 21, 0);
 	CHECK_EQ(tp_open(&t, kernel, 0), 0);
 	struct drain d = { &t, total, 0, -1, 0 };
-	double t0 = tp_now();
+	double t0 = t_now();
 	CHECK_EQ(pthread_create(&th, NULL, drain_reader, &d), 0);
 	TP_REC(r, "write 1 MiB", tp_res(tp_write(&t, buf, total)));
-	double done = tp_now();
+	double done = t_now();
 	pthread_join(th, NULL);
 	TP_REC(r, "bytes read", (long)d.got);
 	TP_REC(r, "first bad byte", d.bad);
@@ -508,7 +508,7 @@ static void sc_stream(struct tp_rec *r, int kernel)
 	static char buf[30000];
 	uint32_t seed = 4242;
 	CHECK_EQ(tp_open(&t, kernel, 0), 0);
-	struct streamer s = { &t, (size_t)tp_scale(4L << 20), 0, -1 };
+	struct streamer s = { &t, (size_t)t_scaled(4L << 20), 0, -1 };
 	CHECK_EQ(pthread_create(&th, NULL, stream_writer, &s), 0);
 	size_t got = 0;
 	long bad = -1;
@@ -537,18 +537,18 @@ static void stream_between_threads(void)
 
 int main(void)
 {
-	RUNW(read_returns_available);
-	RUNW(read_blocks_until_write);
-	RUNW(read_nonblock_eagain);
-	RUNW(read_zero_count);
-	RUNW(read_huge_count);
-	RUNW(getfl_reports_flags);
-	RUNW(setfl_toggles_shared);
-	RUNW(setfl_ignores_other_bits);
-	RUNW(write_blocks_until_all_written);
-	RUNW(zero_length_write);
-	RUNW(nread_matches_fionread);
-	RUNW(readv_writev);
-	RUNW(stream_between_threads);
+	RUN(read_returns_available);
+	RUN(read_blocks_until_write);
+	RUN(read_nonblock_eagain);
+	RUN(read_zero_count);
+	RUN(read_huge_count);
+	RUN(getfl_reports_flags);
+	RUN(setfl_toggles_shared);
+	RUN(setfl_ignores_other_bits);
+	RUN(write_blocks_until_all_written);
+	RUN(zero_length_write);
+	RUN(nread_matches_fionread);
+	RUN(readv_writev);
+	RUN(stream_between_threads);
 	return T_DONE();
 }

@@ -16,7 +16,7 @@
 #include <malloc.h>
 #include <stdatomic.h>
 
-#include "harness.h"
+#include "harness/harness.h"
 #include "pagepipe.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)

@@ -12,8 +12,8 @@
  * checked slot for slot (one page per occupied slot), e.g. 65536 one-byte
  * writes use 16 pages.
  */
-#include "harness.h"
-#include "tpipe.h"
+#include "harness/harness.h"
+#include "harness/helpers.h"
 
 /* ---- a model of the kernel's ring --------------------------------------- */
 
@@ -288,7 +288,7 @@ static void sc_random(struct tp_rec *r, int kernel)
 	CHECK_EQ(tp_open(&t, kernel, PP_NONBLOCK), 0);
 	TP_REC(r, "setsize", tp_setsize(&t, 1, (size_t)rnd_slots * 4096));
 	m_init(&m, rnd_slots, 0);
-	int steps = (int)tp_scale(600);
+	int steps = (int)t_scaled(600);
 	for (int i = 0; i < steps; i++) {
 		uint32_t op = tp_rand(&s) % 10;
 		long len = rnd_len(&s);
@@ -399,11 +399,11 @@ static void packet_mode_never_merges(void)
 
 int main(void)
 {
-	RUNW(one_byte_writes_fill_16_pages);
-	RUNW(full_pipe_takes_merging_write);
-	RUNW(merge_counts_buffer_offset);
-	RUNW(merge_sequences_vs_kernel);
-	RUNW(random_mix_vs_kernel);
-	RUNW(packet_mode_never_merges);
+	RUN(one_byte_writes_fill_16_pages);
+	RUN(full_pipe_takes_merging_write);
+	RUN(merge_counts_buffer_offset);
+	RUN(merge_sequences_vs_kernel);
+	RUN(random_mix_vs_kernel);
+	RUN(packet_mode_never_merges);
 	return T_DONE();
 }

@@ -23,14 +23,16 @@
  * end is first tried on the kernel pipe with O_NONBLOCK set for that call
  * only: if the kernel would have had to wait (EAGAIN, or a short write), the
  * pagepipe call is made non-blocking too; otherwise the pagepipe call runs
- * in blocking mode and must return at once, which an alarm() watchdog
- * enforces.  SIGPIPE is ignored and blocked, and after every call the pending
- * SIGPIPE is collected with sigtimedwait() to compare who raised it.
+ * in blocking mode and must return at once, which the harness's watchdog
+ * enforces: a sequence that has not ended after PP_CASE_TIMEOUT seconds
+ * fails the program, naming its seed.  SIGPIPE is ignored and blocked, and
+ * after every call the pending SIGPIPE is collected with sigtimedwait() to
+ * compare who raised it.
  *
  * Each sequence is deterministic from its seed.  Environment:
  *   PP_DIFF_SEED     first seed (default 1); sequence i uses seed SEED+i
  *   PP_DIFF_ITERS    number of random sequences per mode (default 300,
- *                    150 under ThreadSanitizer)
+ *                    150 under ThreadSanitizer, times PP_TEST_SCALE)
  *   PP_DIFF_VERBOSE  1: print every operation and both results
  * A mismatch prints the mode, seed, step, operation and both results, with
  * the command line that replays just that sequence, and fails the case.
@@ -51,8 +53,8 @@
 #include <unistd.h>
 
 #include "pagepipe.h"
-#include "harness.h"
-#include "tpipe.h"
+#include "harness/harness.h"
+#include "harness/helpers.h"
 
 #ifndef IOV_MAX
 #define IOV_MAX 1024
@@ -65,18 +67,8 @@
 #define RBUF (RMAX + MAXSEG + 64)      /* read data, one-byte gaps, slack */
 #define POOL (2u << 20)                /* random bytes writes are taken from */
 #define MAXREPORTS 6                   /* mismatches printed per case */
-#define WATCHDOG 20                    /* seconds a sequence may take */
 
 /* ThreadSanitizer makes every byte copied costly: run fewer sequences. */
-#ifndef __has_feature
-#define __has_feature(x) 0
-#endif
-#if defined(__SANITIZE_THREAD__) || __has_feature(thread_sanitizer)
-#define DEFAULT_ITERS 150
-#else
-#define DEFAULT_ITERS 300
-#endif
-
 enum { K_READ, K_READV, K_WRITE, K_WRITEV };
 static const char *const kind_name[] = { "read", "readv", "write", "writev" };
 
@@ -110,11 +102,11 @@ static struct iovec g_kiov[MAXSEG], g_piov[MAXSEG];
 static struct segs g_segs;
 static sigset_t g_pipeset;
 static unsigned long long g_seed0 = 1;
-static long g_iters = DEFAULT_ITERS;
+static long g_iters;
 static int g_verbose;
 static int g_reports;
 static const char *g_argv0 = "diff_kernel";
-static struct seq *volatile g_cur;
+static char g_note[300]; /* the sequence running, for the watchdog */
 
 /* ---- random numbers (splitmix64) ---- */
 
@@ -132,43 +124,6 @@ static unsigned long rnd(struct seq *s, unsigned long n)
 }
 
 /* ---- reporting ---- */
-
-static void put(const char *p)
-{
-	if (write(2, p, strlen(p)) < 0) {
-		/* nothing more we can do from a signal handler */
-	}
-}
-
-static char *utoa(unsigned long long v, char *end)
-{
-	*--end = 0;
-	do
-		*--end = (char)('0' + v % 10);
-	while (v /= 10);
-	return end;
-}
-
-static void on_alarm(int sig)
-{
-	char num[32];
-	struct seq *s = g_cur;
-	(void)sig;
-	put("diff_kernel: WATCHDOG: a call did not return (pagepipe blocked "
-	    "where the kernel pipe did not?)\n");
-	if (s) {
-		put("  mode ");
-		put(s->mode);
-		put(" seed ");
-		put(utoa(s->seed, num + sizeof num));
-		put(" step ");
-		put(utoa((unsigned long long)s->step, num + sizeof num));
-		put(": ");
-		put(s->op);
-		put("\n");
-	}
-	_exit(1);
-}
 
 static const char *ename(int e)
 {
@@ -779,14 +734,14 @@ static void seq_init(struct seq *s, unsigned long long seed, int packet)
 	s->rng = seed * 0x2545f4914f6cdd1dULL + (packet ? 0x51ed27ULL : 0x7f4a7c15ULL);
 	s->ppfd[0] = s->ppfd[1] = -1;
 	s->mode = packet ? "packet" : "stream";
-	g_cur = s;
+	snprintf(g_note, sizeof g_note, "the %s sequence of seed %llu (replay: PP_DIFF_SEED=%llu "
+	         "PP_DIFF_ITERS=1 PP_DIFF_VERBOSE=1 %s)", s->mode, seed, seed, g_argv0);
+	t_progress_at(g_note);
 }
 
 static void seq_finish(struct seq *s, int fds0)
 {
 	seq_close_all(s);
-	alarm(0);
-	g_cur = NULL;
 	if (fds0 >= 0 && !s->failed) {
 		int fds1 = tp_count_fds();
 		if (fds1 != fds0) {
@@ -928,7 +883,6 @@ static void random_sequence(int packet, unsigned long long seed)
 	seq_init(&s, seed, packet);
 	if (seq_open(&s, packet, (int)rnd(&s, 2), (int)rnd(&s, 2)) != 0)
 		return;
-	alarm(WATCHDOG);
 	steps = 50 + (long)rnd(&s, 350);
 	check_state(&s);
 	for (s.step = 1; s.step <= steps && !s.failed && (s.nh[0] || s.nh[1]);
@@ -993,7 +947,6 @@ static void one_byte_fill_mode(int packet)
 	s.scripted = 1;
 	if (seq_open(&s, packet, 1, 1) != 0)
 		return;
-	alarm(WATCHDOG * 2);
 	for (s.step = 1; !s.failed && count <= want + 10; s.step++) {
 		r = io(&s, K_WRITE, 1, 0, 1, NULL);
 		if (r != 1)
@@ -1055,7 +1008,6 @@ static void mixed_fill_one(int packet, unsigned long long seed)
 	seq_init(&s, seed, packet);
 	if (seq_open(&s, packet, 1, 1) != 0)
 		return;
-	alarm(WATCHDOG);
 	cap = caps[rnd(&s, sizeof caps / sizeof caps[0])];
 	s.step = 1;
 	if (cap)
@@ -1098,7 +1050,6 @@ static void mixed_fill(void)
 
 int main(int argc, char **argv)
 {
-	struct sigaction sa;
 	const char *v;
 	uint64_t x = 0x1234567890abcdefULL;
 	(void)argc;
@@ -1106,8 +1057,7 @@ int main(int argc, char **argv)
 		g_argv0 = argv[0];
 	if ((v = getenv("PP_DIFF_SEED")) && *v)
 		g_seed0 = strtoull(v, NULL, 0);
-	if ((v = getenv("PP_DIFF_ITERS")) && *v)
-		g_iters = strtol(v, NULL, 0);
+	g_iters = t_env_long("PP_DIFF_ITERS", t_scaled(T_TSAN ? 150 : 300));
 	if ((v = getenv("PP_DIFF_VERBOSE")) && *v)
 		g_verbose = atoi(v);
 
@@ -1116,10 +1066,6 @@ int main(int argc, char **argv)
 	sigemptyset(&g_pipeset);
 	sigaddset(&g_pipeset, SIGPIPE);
 	sigprocmask(SIG_BLOCK, &g_pipeset, NULL);
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_alarm;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGALRM, &sa, NULL);
 
 	for (size_t i = 0; i < POOL; i += 8) {
 		uint64_t w = rnext(&x);

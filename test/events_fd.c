@@ -14,8 +14,8 @@
  */
 #include <sys/epoll.h>
 
-#include "harness.h"
-#include "tpipe.h"
+#include "harness/harness.h"
+#include "harness/helpers.h"
 
 /* ---- pp_events against poll(2) ------------------------------------------ */
 
@@ -204,7 +204,7 @@ static void *poll_thread(void *arg)
 	struct pollfd pf = { p->fd, POLLIN, 0 };
 	p->ret = poll(&pf, 1, 10000);
 	p->revents = pf.revents;
-	p->woke = tp_now();
+	p->woke = t_now();
 	return NULL;
 }
 
@@ -214,8 +214,8 @@ static void check_wake(int fd, void (*act)(struct pp_end **), struct pp_end **e,
 	pthread_t th;
 	struct poller p = { fd, -1, 0, 0 };
 	CHECK_EQ(pthread_create(&th, NULL, poll_thread, &p), 0);
-	tp_sleep_ms(80);
-	double t0 = tp_now();
+	t_sleep_ms(80);
+	double t0 = t_now();
 	act(e);
 	pthread_join(th, NULL);
 	if (p.ret != 1 || !(p.revents & POLLIN) || p.woke - t0 > 2.0) {
@@ -362,10 +362,10 @@ static void no_fd_without_pp_fd(void)
 
 int main(void)
 {
-	RUNW(events_match_poll);
-	RUNW(fd_follows_events);
-	RUNW(fd_wakes_poll);
-	RUNW(epoll_et_event_per_write);
-	RUNW(no_fd_without_pp_fd);
+	RUN(events_match_poll);
+	RUN(fd_follows_events);
+	RUN(fd_wakes_poll);
+	RUN(epoll_et_event_per_write);
+	RUN(no_fd_without_pp_fd);
 	return T_DONE();
 }

@@ -452,55 +452,56 @@ FI_NOSAN static int fi_vec_fault(int kind, const struct iovec *iov, int cnt,
 	return -1;
 }
 
-FI_NOSAN ssize_t readv(int fd, const struct iovec *iov, int cnt)
+/* readv, preadv, writev or pwritev, as the fault says: failed, cut short,
+ * or passed on (to the sanitizer's interceptor when there is one, else
+ * straight to the kernel, an offset as two longs, low then high: high is
+ * 0 on 64-bit). */
+enum fi_vec_op { FI_OP_READV, FI_OP_PREADV, FI_OP_WRITEV, FI_OP_PWRITEV };
+FI_NOSAN static ssize_t fi_vec_call(enum fi_vec_op op, int fd, const struct iovec *iov, int cnt,
+                                    off_t off)
 {
 	struct iovec cut[FI_SHORT_SEGS];
-	int f = fi_vec_fault(FI_READV, iov, cnt, cut, &cnt);
+	bool rd = op == FI_OP_READV || op == FI_OP_PREADV;
+	int f = fi_vec_fault(rd ? FI_READV : FI_WRITEV, iov, cnt, cut, &cnt);
 	if (f < 0)
 		return -1;
 	if (f)
 		iov = cut;
-	return __interceptor_readv ? __interceptor_readv(fd, iov, cnt)
-	                           : syscall(SYS_readv, fd, iov, cnt);
+	long lo = (long)off, hi = (long)((unsigned long long)off >> 32 >> (8 * sizeof(long) - 32));
+	switch (op) {
+	case FI_OP_READV:
+		return __interceptor_readv ? __interceptor_readv(fd, iov, cnt)
+		                           : syscall(SYS_readv, fd, iov, cnt);
+	case FI_OP_PREADV:
+		return __interceptor_preadv ? __interceptor_preadv(fd, iov, cnt, off)
+		                            : syscall(SYS_preadv, fd, iov, cnt, lo, hi);
+	case FI_OP_WRITEV:
+		return __interceptor_writev ? __interceptor_writev(fd, iov, cnt)
+		                            : syscall(SYS_writev, fd, iov, cnt);
+	default:
+		return __interceptor_pwritev ? __interceptor_pwritev(fd, iov, cnt, off)
+		                             : syscall(SYS_pwritev, fd, iov, cnt, lo, hi);
+	}
+}
+
+FI_NOSAN ssize_t readv(int fd, const struct iovec *iov, int cnt)
+{
+	return fi_vec_call(FI_OP_READV, fd, iov, cnt, 0);
 }
 
 FI_NOSAN ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
 {
-	struct iovec cut[FI_SHORT_SEGS];
-	int f = fi_vec_fault(FI_READV, iov, cnt, cut, &cnt);
-	if (f < 0)
-		return -1;
-	if (f)
-		iov = cut;
-	/* The offset in two longs, low then high (high is 0 on 64-bit). */
-	return __interceptor_preadv ? __interceptor_preadv(fd, iov, cnt, off)
-	                            : syscall(SYS_preadv, fd, iov, cnt, (long)off,
-	                                      (long)((unsigned long long)off >> 32 >> (8 * sizeof(long) - 32)));
+	return fi_vec_call(FI_OP_PREADV, fd, iov, cnt, off);
 }
 
 FI_NOSAN ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
-	struct iovec cut[FI_SHORT_SEGS];
-	int f = fi_vec_fault(FI_WRITEV, iov, cnt, cut, &cnt);
-	if (f < 0)
-		return -1;
-	if (f)
-		iov = cut;
-	return __interceptor_writev ? __interceptor_writev(fd, iov, cnt)
-	                            : syscall(SYS_writev, fd, iov, cnt);
+	return fi_vec_call(FI_OP_WRITEV, fd, iov, cnt, 0);
 }
 
 FI_NOSAN ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
 {
-	struct iovec cut[FI_SHORT_SEGS];
-	int f = fi_vec_fault(FI_WRITEV, iov, cnt, cut, &cnt);
-	if (f < 0)
-		return -1;
-	if (f)
-		iov = cut;
-	return __interceptor_pwritev ? __interceptor_pwritev(fd, iov, cnt, off)
-	                             : syscall(SYS_pwritev, fd, iov, cnt, (long)off,
-	                                       (long)((unsigned long long)off >> 32 >> (8 * sizeof(long) - 32)));
+	return fi_vec_call(FI_OP_PWRITEV, fd, iov, cnt, off);
 }
 
 FI_NOSAN int fstat(int fd, struct stat *st)

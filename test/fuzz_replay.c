@@ -33,7 +33,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "harness.h"
+#include "harness/harness.h"
 
 #include "fuzz/fuzz_ops.c"
 #define ZF_ENTRY fuzz_zerocopy_one
@@ -43,8 +43,6 @@
 #define PO_ENTRY fuzz_opts_one
 #include "fuzz/fuzz_opts.c"
 #endif
-
-#define REPLAY_SECS 60 /* per input, in the child; generous for TSan */
 
 struct target {
 	const char *name;   /* for -t */
@@ -119,7 +117,8 @@ static void replay_one(void)
 	pid_t pid = fork();
 	CHECK(pid >= 0);
 	if (pid == 0) {
-		alarm(REPLAY_SECS);
+		/* A hung input fails itself, before the watchdog fails all. */
+		alarm(t_case_timeout() / 2 + 1);
 		cur->one(data, len);
 		free(data);
 		exit(0);
@@ -155,10 +154,9 @@ static void whole_corpus_one_process(void)
 			CHECK(0);
 			continue;
 		}
-		alarm(REPLAY_SECS);
 		cur->one(data, len);
-		alarm(0);
 		free(data);
+		t_progress();
 	}
 }
 

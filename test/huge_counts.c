@@ -15,7 +15,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "harness/harness.h"
 #include "pagepipe.h"
 
 /* Result of one call: the return value and errno. */

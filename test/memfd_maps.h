@@ -1,7 +1,7 @@
 /*
  * memfd_maps.h - how much of a memfd this process has mapped, read from
  * /proc/self/maps, for the tests of mapped file pages (pp_splice_from_fd
- * from a sealed file): splice_file_pages, fault_inject and the zero-copy
+ * from a sealed file): splice_file_pages, fault_zerocopy and the zero-copy
  * fuzz target.  A memfd's mappings are named "/memfd:NAME (deleted)".
  */
 #ifndef PP_TEST_MEMFD_MAPS_H

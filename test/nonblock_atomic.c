@@ -10,8 +10,8 @@
  * the stream is a sequence of whole records, never interleaved.  Run on a
  * kernel pipe too, as a check on the test itself.
  */
-#include "harness.h"
-#include "tpipe.h"
+#include "harness/harness.h"
+#include "harness/helpers.h"
 
 /* A full pipe refuses every write of at most 4096 bytes that cannot merge,
  * and writes nothing of it. */
@@ -223,7 +223,7 @@ static void sc_records(struct tp_rec *r, int kernel)
 	struct tp t;
 	pthread_t th[NW];
 	struct rec_writer w[NW];
-	int count = (int)tp_scale(g_random_sizes ? 600 : 300);
+	int count = (int)t_scaled(g_random_sizes ? 600 : 300);
 	uint32_t next[NW] = { 0 };
 	static unsigned char stream[3 * 4096 + 65536];
 	size_t have = 0;
@@ -327,10 +327,10 @@ static void atomic_nonblocking_writers(void)
 
 int main(void)
 {
-	RUNW(small_writes_all_or_eagain);
-	RUNW(long_writes_partial_like_kernel);
-	RUNW(atomic_4096_records);
-	RUNW(atomic_random_records);
-	RUNW(atomic_nonblocking_writers);
+	RUN(small_writes_all_or_eagain);
+	RUN(long_writes_partial_like_kernel);
+	RUN(atomic_4096_records);
+	RUN(atomic_random_records);
+	RUN(atomic_nonblocking_writers);
 	return T_DONE();
 }

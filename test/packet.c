@@ -8,8 +8,8 @@
  * file comes after the last packet; packets from several writer threads
  * arrive whole.
  */
-#include "harness.h"
-#include "tpipe.h"
+#include "harness/harness.h"
+#include "harness/helpers.h"
 
 /* Each write is one packet; a read returns one packet even with room for
  * more. */
@@ -222,7 +222,7 @@ static void sc_threads(struct tp_rec *r, int kernel)
 	pthread_t th[NWRITERS];
 	struct pk_writer w[NWRITERS];
 	static unsigned char buf[8192];
-	int count = (int)tp_scale(400);
+	int count = (int)t_scaled(400);
 	int next[NWRITERS] = { 0 };
 	long bad = 0, packets = 0;
 	CHECK_EQ(tp_open(&t, kernel, PP_PACKET), 0);
@@ -271,12 +271,12 @@ static void packets_from_threads_arrive_whole(void)
 
 int main(void)
 {
-	RUNW(each_write_is_one_packet);
-	RUNW(short_read_discards_rest);
-	RUNW(long_write_splits_into_pages);
-	RUNW(nonblocking_long_write_partial);
-	RUNW(readv_writev_packets);
-	RUNW(zero_read_nread_and_eof);
-	RUNW(packets_from_threads_arrive_whole);
+	RUN(each_write_is_one_packet);
+	RUN(short_read_discards_rest);
+	RUN(long_write_splits_into_pages);
+	RUN(nonblocking_long_write_partial);
+	RUN(readv_writev_packets);
+	RUN(zero_read_nread_and_eof);
+	RUN(packets_from_threads_arrive_whole);
 	return T_DONE();
 }

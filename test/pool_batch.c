@@ -28,9 +28,9 @@
 #include <limits.h>
 #include <sys/mman.h>
 
-#include "harness.h"
+#include "harness/harness.h"
 #include "fault.h"
-#include "tpipe.h"
+#include "harness/helpers.h"
 
 #define DEFAULT_CACHE LONG_MAX /* no hard bound: the pipes' room rules */
 #define CACHE_FLOOR 64         /* idle pages kept with no room left */
@@ -299,11 +299,11 @@ static void set_bound_is_hard(void)
 
 int main(void)
 {
-	RUNW(small_pipe_maps_few_extra);
-	RUNW(deep_pipes_map_in_batches);
-	RUNW(batches_stay_within_limit);
-	RUNW(refused_unmap_keeps_pages);
-	RUNW(deep_pipe_keeps_its_pages);
-	RUNW(set_bound_is_hard);
+	RUN(small_pipe_maps_few_extra);
+	RUN(deep_pipes_map_in_batches);
+	RUN(batches_stay_within_limit);
+	RUN(refused_unmap_keeps_pages);
+	RUN(deep_pipe_keeps_its_pages);
+	RUN(set_bound_is_hard);
 	return T_DONE();
 }

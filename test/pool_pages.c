@@ -13,8 +13,8 @@
  * behind.  The pool is process-wide: every case starts from an empty pool
  * and restores the default limit (none) and cache bound (64).
  */
-#include "harness.h"
-#include "tpipe.h"
+#include "harness/harness.h"
+#include "harness/helpers.h"
 
 #define DEFAULT_CACHE 64
 
@@ -303,7 +303,7 @@ static void limit_with_concurrent_reader(void)
 	CHECK_EQ(pp_pool_setlimit(3), 0);
 	struct lim_reader l = { e[0], 0, -1 };
 	CHECK_EQ(pthread_create(&th, NULL, lim_read, &l), 0);
-	size_t total = (size_t)tp_scale(4 << 20);
+	size_t total = (size_t)t_scaled(4 << 20);
 	while (wpos < total) {
 		size_t n = 1 + (wpos * 7919) % 30000;
 		if (n > total - wpos)
@@ -435,7 +435,7 @@ static void many_pipes_leave_nothing(void)
 	CHECK_EQ(in_use(), 0);
 	CHECK_EQ(pp_pool_setcache(8), DEFAULT_CACHE);
 	for (int i = 0; i < NPIPES; i++) {
-		p[i] = (struct pair){ { NULL, NULL }, (size_t)tp_scale(2 << 20), 0, -1,
+		p[i] = (struct pair){ { NULL, NULL }, (size_t)t_scaled(2 << 20), 0, -1,
 		                      (unsigned)(100 + i) };
 		CHECK_EQ(pp_pipe(p[i].e, 0), 0);
 		CHECK_EQ(pthread_create(&th[2 * i], NULL, pair_write, &p[i]), 0);
@@ -456,12 +456,12 @@ static void many_pipes_leave_nothing(void)
 
 int main(void)
 {
-	RUNW(idle_pipe_holds_no_pages);
-	RUNW(close_frees_pages);
-	RUNW(limit_enomem_and_partial);
-	RUNW(limit_is_pool_wide);
-	RUNW(limit_with_concurrent_reader);
-	RUNW(cache_bound_and_trim);
-	RUNW(many_pipes_leave_nothing);
+	RUN(idle_pipe_holds_no_pages);
+	RUN(close_frees_pages);
+	RUN(limit_enomem_and_partial);
+	RUN(limit_is_pool_wide);
+	RUN(limit_with_concurrent_reader);
+	RUN(cache_bound_and_trim);
+	RUN(many_pipes_leave_nothing);
 	return T_DONE();
 }

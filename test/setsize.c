@@ -12,8 +12,8 @@
  * capability matter): EPERM above pp_getmaxsize(), and pp_setmaxsize, which
  * is restored to its default after every case.
  */
-#include "harness.h"
-#include "tpipe.h"
+#include "harness/harness.h"
+#include "harness/helpers.h"
 
 #define DEFAULT_MAX 1048576L
 
@@ -312,21 +312,21 @@ static void sc_grow_wakes(struct tp_rec *r, int kernel)
 	TP_REC(r, "fill", tp_res(tp_write(&t, buf, 65536)));
 	struct bw b = { &t, 8192, 0, 0 };
 	CHECK_EQ(pthread_create(&th, NULL, blocked_write, &b), 0);
-	tp_sleep_ms(100);
+	t_sleep_ms(100);
 	TP_REC(r, "blocked", !__atomic_load_n(&b.done, __ATOMIC_ACQUIRE));
 	TP_REC(r, "grow", tp_res(tp_setsize(&t, 0, 131072)));
 	int woke = 0;
 	for (int i = 0; i < 3000 && !woke; i++) {
 		woke = __atomic_load_n(&b.done, __ATOMIC_ACQUIRE);
 		if (!woke)
-			tp_sleep_ms(1);
+			t_sleep_ms(1);
 	}
 	TP_REC(r, "woken by growing", woke);
 	if (!woke) { /* unblock it so the case can end */
 		tp_setnonblock(&t, 0, 1);
 		while (!__atomic_load_n(&b.done, __ATOMIC_ACQUIRE)) {
 			(void)tp_read(&t, buf, sizeof buf);
-			tp_sleep_ms(5);
+			t_sleep_ms(5);
 		}
 	}
 	pthread_join(th, NULL);
@@ -343,13 +343,13 @@ static void growing_wakes_blocked_writer(void)
 
 int main(void)
 {
-	RUNW(rounding_like_kernel);
-	RUNW(ebusy_below_used_slots);
-	RUNW(einval_above_2_31);
-	RUNW(maxsize_and_eperm);
-	RUNW(shrinking_allowed);
-	RUNW(growing_lets_more_in);
-	RUNW(resize_keeps_wrapped_data);
-	RUNW(growing_wakes_blocked_writer);
+	RUN(rounding_like_kernel);
+	RUN(ebusy_below_used_slots);
+	RUN(einval_above_2_31);
+	RUN(maxsize_and_eperm);
+	RUN(shrinking_allowed);
+	RUN(growing_lets_more_in);
+	RUN(resize_keeps_wrapped_data);
+	RUN(growing_wakes_blocked_writer);
 	return T_DONE();
 }

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "harness/harness.h"
 #include "pagepipe.h"
 
 static struct pp_end *ends[2];

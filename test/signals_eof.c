@@ -16,8 +16,8 @@
  * Signals are sent to the blocked thread with pthread_kill once /proc says
  * it is asleep.
  */
-#include "harness.h"
-#include "tpipe.h"
+#include "harness/harness.h"
+#include "harness/helpers.h"
 
 /* Counters set by the handlers (in the signalled thread) and read by the
  * main thread: atomics, so that TSan sees the ordering. */
@@ -107,7 +107,7 @@ static int op_start(struct op *o, pthread_t *th)
 	if (pthread_create(th, NULL, op_run, o) != 0)
 		return 0;
 	while (!__atomic_load_n(&o->tid, __ATOMIC_ACQUIRE))
-		tp_sleep_ms(1);
+		t_sleep_ms(1);
 	return tp_wait_asleep(o->tid, 5.0);
 }
 
@@ -120,7 +120,7 @@ static int op_done(struct op *o)
 static int op_wait(struct op *o, long ms)
 {
 	for (long i = 0; i < ms && !op_done(o); i++)
-		tp_sleep_ms(1);
+		t_sleep_ms(1);
 	return op_done(o);
 }
 
@@ -139,7 +139,7 @@ static void op_rescue(struct op *o)
 			(void)tp_read(o->t, junk, sizeof junk);
 		else
 			(void)tp_write(o->t, "!", 1);
-		tp_sleep_ms(5);
+		t_sleep_ms(5);
 	}
 }
 
@@ -200,15 +200,15 @@ static void sc_eof_dup(struct tp_rec *r, int kernel)
 	CHECK_EQ(tp_setnonblock(&t, 0, 0), 0);
 	op_init(&o, &t, 0, buf, sizeof buf);
 	CHECK(op_start(&o, &th));
-	tp_sleep_ms(50);
+	t_sleep_ms(50);
 	TP_REC(r, "reader still blocked", !op_done(&o));
-	double t0 = tp_now();
+	double t0 = t_now();
 	if (kernel)
 		close(wfd);
 	else
 		pp_close(we);
 	TP_REC(r, "woken by last close", op_wait(&o, 5000));
-	CHECK(tp_now() - t0 < 2.0);
+	CHECK(t_now() - t0 < 2.0);
 	op_end(&o, th);
 	TP_REC(r, "read result", op_res(&o));
 	tp_close(&t);
@@ -237,7 +237,7 @@ static void sc_eof_wakes_all(struct tp_rec *r, int kernel)
 			o[i].e = pp_dup(t.e[0]);
 		CHECK(op_start(&o[i], &th[i]));
 	}
-	tp_sleep_ms(30);
+	t_sleep_ms(30);
 	int early = 0;
 	for (int i = 0; i < N; i++)
 		early += op_done(&o[i]);
@@ -481,8 +481,8 @@ static void eintr_blocked_write(void)
 static void wait_handler(void)
 {
 	for (int i = 0; i < 500 && !n_usr1; i++)
-		tp_sleep_ms(1);
-	tp_sleep_ms(100);
+		t_sleep_ms(1);
+	t_sleep_ms(100);
 }
 
 /* With SA_RESTART the handler runs and the call waits on, then completes. */
@@ -559,7 +559,7 @@ static void sc_ignored(struct tp_rec *r, int kernel)
 	op_init(&o, &t, 0, out, sizeof out);
 	CHECK(op_start(&o, &th));
 	pthread_kill(th, SIGUSR2);
-	tp_sleep_ms(100);
+	t_sleep_ms(100);
 	TP_REC(r, "read still waiting", !op_done(&o));
 	TP_REC(r, "write", tp_res(tp_write(&t, "ok", 2)));
 	TP_REC(r, "returned", op_wait(&o, 5000));
@@ -578,15 +578,15 @@ static void ignored_signal_does_not_interrupt(void)
 
 int main(void)
 {
-	RUNW(eof_after_writer_closes);
-	RUNW(eof_only_after_last_dup_closes);
-	RUNW(eof_wakes_every_reader);
-	RUNW(epipe_raises_sigpipe);
-	RUNW(nosigpipe_gives_epipe_only);
-	RUNW(reader_close_wakes_blocked_writer);
-	RUNW(eintr_blocked_read);
-	RUNW(eintr_blocked_write);
-	RUNW(sa_restart_restarts);
-	RUNW(ignored_signal_does_not_interrupt);
+	RUN(eof_after_writer_closes);
+	RUN(eof_only_after_last_dup_closes);
+	RUN(eof_wakes_every_reader);
+	RUN(epipe_raises_sigpipe);
+	RUN(nosigpipe_gives_epipe_only);
+	RUN(reader_close_wakes_blocked_writer);
+	RUN(eintr_blocked_read);
+	RUN(eintr_blocked_write);
+	RUN(sa_restart_restarts);
+	RUN(ignored_signal_does_not_interrupt);
 	return T_DONE();
 }

@@ -25,7 +25,7 @@
  *           waits in poll(2) on pp_fd()), dups and closes handles, and
  *           calls pp_nread, pp_getsize, pp_events, pp_pool_stats.
  *
- * Stream writers (lanes A-D) send stream `seed` (tpipe.h's tp_byte) in
+ * Stream writers (lanes A-D) send stream `seed` (harness/helpers.h's tp_byte) in
  * random pieces by pp_write, pp_writev (random splits, empty segments
  * included) and pp_vmsplice of freshly allocated blocks (1-4 segments,
  * some empty), whose release callbacks are counted per segment.  Every
@@ -58,13 +58,13 @@
  *
  * Environment: PP_SOAK_SECONDS (default 10) is the whole run, cut into
  * generations of about a second (at least 3); PP_SOAK_SEED repeats a run's
- * random choices (thread timing still varies).  A watchdog (threads.h)
- * fails the run when no thread makes progress for WD_SECS seconds.
+ * random choices (thread timing still varies).  The harness's watchdog
+ * fails the run when no thread makes progress for PP_CASE_TIMEOUT seconds.
  */
-#include "harness.h"
+#include "harness/harness.h"
 #include "pagepipe.h"
 #include "threads.h"
-#include "tpipe.h"
+#include "harness/helpers.h"
 
 #include <fcntl.h>
 #include <malloc.h>
@@ -160,7 +160,7 @@ static void wait_end(struct pp_end *e)
 	int fd = pp_fd(e);
 	if (fd < 0) {
 		TFAIL("pp_fd failed (errno %d)", errno);
-		tp_sleep_ms(1);
+		t_sleep_ms(1);
 		return;
 	}
 	struct pollfd p = { fd, POLLIN, 0 };
@@ -188,7 +188,7 @@ static void make_thread(pthread_t *t, void *(*fn)(void *), void *arg)
 	pthread_attr_init(&a);
 	/* Small fixed stacks, so glibc's stack cache keeps them all from one
 	 * generation to the next and RSS does not move with the stacks. */
-	pthread_attr_setstacksize(&a, SAN_FACTOR < 1.0 ? (4u << 20) : (512u << 10));
+	pthread_attr_setstacksize(&a, T_SAN_FACTOR < 1.0 ? (4u << 20) : (512u << 10));
 	if (pthread_create(t, &a, fn, arg) != 0) {
 		perror("pthread_create");
 		exit(1);
@@ -320,7 +320,7 @@ struct gen {
 
 static bool before_deadline(struct gen *g)
 {
-	return mono_now() < g->deadline;
+	return t_now() < g->deadline;
 }
 
 /* ---- stream writers ---------------------------------------------------- */
@@ -431,7 +431,7 @@ static void *stream_writer(void *arg)
 			break;
 		}
 		pos += (size_t)n;
-		wd_tick();
+		t_progress();
 	}
 	reclaim(w);
 	w->written = pos;
@@ -514,7 +514,7 @@ static void *stream_reader(void *arg)
 			      errno);
 			break;
 		}
-		wd_tick();
+		t_progress();
 	}
 	TCHECK(pp_close(r->e) == 0);
 	free(buf);
@@ -594,7 +594,7 @@ static void *mover(void *arg)
 			TFAIL("gen %d mover: transfer failed (errno %d)", m->g->no, errno);
 			break;
 		}
-		wd_tick();
+		t_progress();
 	}
 	for (int i = 0; i < m->nout; i++)
 		TCHECK(pp_close(m->out[i]) == 0);
@@ -628,7 +628,7 @@ static void fd_move(struct fdx *x, bool out)
 			break;
 		}
 		x->moved += (size_t)n;
-		wd_tick();
+		t_progress();
 	}
 	TCHECK(close(x->fd) == 0);
 	TCHECK(pp_close(x->e) == 0);
@@ -713,7 +713,7 @@ static void *rec_writer(void *arg)
 				w->e = d;
 			}
 		}
-		wd_tick();
+		t_progress();
 	}
 	TCHECK(pp_close(w->e) == 0);
 	return NULL;
@@ -786,7 +786,7 @@ static void *rec_reader(void *arg)
 		}
 		for (size_t off = 0; ok && off + g->rec <= (size_t)n; off += g->rec)
 			ok = rec_check(r, buf + off, last);
-		wd_tick();
+		t_progress();
 	}
 	TCHECK(pp_close(r->e) == 0);
 	free(buf);
@@ -847,11 +847,11 @@ static void *chaos(void *arg)
 			break;
 		}
 		default:
-			tp_sleep_ms(1);
+			t_sleep_ms(1);
 			break;
 		}
 		g->chaos_ops++;
-		wd_tick();
+		t_progress();
 	}
 	for (int p = 0; p < NPIPES; p++)
 		for (int s = 0; s < 2; s++)
@@ -956,7 +956,7 @@ static void run_generation(struct gen *g, double len)
 		g->rr[i] = (struct rr){ .g = g, .e = e, .rs = tp_rand(&rs) };
 	}
 
-	g->deadline = mono_now() + len;
+	g->deadline = t_now() + len;
 	for (int i = 0; i < 4; i++)
 		make_thread(&t[nt++], stream_writer, &g->w[i]);
 	for (int i = 0; i < 5; i++)
@@ -1087,7 +1087,7 @@ static void soak_workload(void)
 		g->seed = tp_rand(&rs);
 		int fds = tp_count_fds();
 		long stray = atomic_load(&g_stray_releases);
-		double t0 = mono_now();
+		double t0 = t_now();
 		run_generation(g, len);
 		check_generation(g);
 
@@ -1114,7 +1114,7 @@ static void soak_workload(void)
 		g_rss[n] = rss_kb();
 		g_ngens = n + 1;
 		fprintf(stderr, "  gen %d: %.2f s, %zu+%zu+%zu+%zu bytes, %u+%u records of %zu,"
-		        " %d vmsplices, %ld chaos ops, rss %ld KiB\n", n, mono_now() - t0,
+		        " %d vmsplices, %ld chaos ops, rss %ld KiB\n", n, t_now() - t0,
 		        g->w[0].written, g->w[1].written, g->w[2].written, g->w[3].written,
 		        g->rw[0].nseq, g->rw[1].nseq, g->rec,
 		        g->w[0].nrecs + g->w[1].nrecs + g->w[2].nrecs + g->w[3].nrecs,
@@ -1123,7 +1123,7 @@ static void soak_workload(void)
 	}
 	fprintf(stderr, "soak: %ld stream bytes, %ld records, %ld vmsplice calls, %ld releases\n",
 	        g_total_bytes, g_total_records, g_total_vmsplice, g_total_released);
-	case_end(); /* helper threads' failures, and no page in use */
+	threads_case_end(); /* helper threads' failures, and no page in use */
 	CHECK_EQ(g_fail_data, 0);
 	CHECK(g_total_bytes > 0 && g_total_records > 0);
 }
@@ -1146,7 +1146,7 @@ static void soak_fds_return(void)
 
 static void soak_rss_flat(void)
 {
-	if (SAN_FACTOR < 1.0)
+	if (T_SAN_FACTOR < 1.0)
 		SKIP("RSS is not flat under a sanitizer by design (quarantine, shadow)");
 	if (g_valgrind)
 		SKIP("RSS is valgrind's under valgrind");
@@ -1166,7 +1166,7 @@ static void soak_rss_flat(void)
 int main(void)
 {
 	const char *s = getenv("PP_SOAK_SEED");
-	g_valgrind = getenv("PP_VALGRIND") && atoi(getenv("PP_VALGRIND"));
+	g_valgrind = t_valgrind();
 	g_seconds = env_double("PP_SOAK_SECONDS", 10);
 	g_seed = s ? (unsigned)strtoul(s, NULL, 0) : (unsigned)time(NULL) ^ (unsigned)getpid();
 	if (!g_seed)
@@ -1180,8 +1180,7 @@ int main(void)
 	mallopt(M_ARENA_MAX, 1);
 	mallopt(M_MMAP_THRESHOLD, 64 * 1024);
 	signal(SIGPIPE, SIG_IGN); /* a descriptor side closed early fails, not kills */
-	wd_init();
-	CASE(soak_workload);
+	RUN(soak_workload);
 	RUN(soak_pages_return);
 	RUN(soak_releases_once);
 	RUN(soak_fds_return);

@@ -19,8 +19,8 @@
  *     are read into pool pages, as before, with the same bytes.
  */
 
-#include "harness.h"
-#include "tpipe.h"
+#include "harness/harness.h"
+#include "harness/helpers.h"
 #include "memfd_maps.h"
 
 #include <stdbool.h>
@@ -80,7 +80,7 @@ static void read_check(struct pp_end *r, size_t n, unsigned seed, size_t pos)
 static void random_splices(void)
 {
 	uint32_t rs = 12345;
-	for (int round = 0; round < (int)tp_scale(40); round++) {
+	for (int round = 0; round < (int)t_scaled(40); round++) {
 		size_t size = 1 + tp_rand(&rs) % (600 * 1024);
 		int fd = make_file(size, (unsigned)round, F_SEAL_SHRINK);
 		struct pp_end *e[2];
@@ -250,7 +250,7 @@ static void unsealed_files_are_read(void)
  * reading the file. */
 static void stream_through_small_pipe(void)
 {
-	size_t size = (size_t)tp_scale(8) << 20;
+	size_t size = (size_t)t_scaled(8) << 20;
 	int fd = make_file(size, 13, F_SEAL_SHRINK | F_SEAL_WRITE);
 	struct pp_end *e[2];
 	CHECK_EQ(pp_pipe(e, PP_NONBLOCK), 0);
@@ -273,10 +273,10 @@ static void stream_through_small_pipe(void)
 
 int main(void)
 {
-	RUNW(random_splices);
-	RUNW(mapping_released_by_last_reader);
-	RUNW(writes_do_not_reach_file);
-	RUNW(unsealed_files_are_read);
-	RUNW(stream_through_small_pipe);
+	RUN(random_splices);
+	RUN(mapping_released_by_last_reader);
+	RUN(writes_do_not_reach_file);
+	RUN(unsealed_files_are_read);
+	RUN(stream_through_small_pipe);
 	return T_DONE();
 }

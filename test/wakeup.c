@@ -3,9 +3,9 @@
  *
  * Every place where a thread sleeps in pagepipe must be woken by the event
  * that makes progress possible, even when the event comes at the worst
- * moment.  A lost wakeup shows as a hang, so every case runs under an
- * alarm()-driven watchdog (threads.h) that fails the case loudly when
- * nothing has progressed for WD_SECS seconds, and poll/epoll waits have
+ * moment.  A lost wakeup shows as a hang, so every case runs under the
+ * harness's watchdog, which fails the case loudly when nothing has
+ * progressed for PP_CASE_TIMEOUT seconds, and poll/epoll waits have
  * timeouts.
  *   pingpong             two threads, two pipes, 100000 round trips of one
  *                        byte each way (fewer under the sanitizers), each
@@ -38,12 +38,11 @@
  *
  * The slot and wakeup rules were checked against kernel pipes (same program
  * over a shim mapping the pp_ calls onto pipe2/read/write/fcntl).
- * PP_STRESS_SCALE multiplies the loop counts (only the ping-pong count is
+ * PP_TEST_SCALE multiplies the loop counts (only the ping-pong count is
  * cut under ASan/TSan, by 2 and 4).
  */
-#include "harness.h"
+#include "harness/harness.h"
 #include "pagepipe.h"
-#define WD_HANG "lost wakeup or hang"
 #include "threads.h"
 
 #include <poll.h>
@@ -56,11 +55,11 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Loop counts: scaled by PP_STRESS_SCALE only, never below n (each count
+/* Loop counts: scaled by PP_TEST_SCALE only, never below n (each count
  * covers every thread number 1-8 at least twice). */
 static long reps_of(long n)
 {
-	double v = (double)n * g_scale / SAN_FACTOR;
+	double v = (double)n * t_scale();
 	return v < (double)n ? n : (long)v;
 }
 
@@ -119,13 +118,13 @@ static void pingpong(void)
 	struct pp_end *a[2], *b[2];
 	struct pong p;
 	pthread_t t;
-	long rounds = scaled(100000), i;
+	long rounds = t_scaled_san(100000), i;
 	CHECK_EQ(pp_pipe(a, 0), 0); /* ping -> pong */
 	CHECK_EQ(pp_pipe(b, 0), 0); /* pong -> ping */
 	p = (struct pong){a[0], b[1], rounds};
 	start_thread(&t, pong_main, &p);
-	double t0 = mono_now();
-	wd_at("ping-pong round trips");
+	double t0 = t_now();
+	t_progress_at("ping-pong round trips");
 	for (i = 0; i < rounds; i++) {
 		unsigned char c = (unsigned char)(i * 7);
 		ssize_t n = pp_write(a[1], &c, 1);
@@ -143,16 +142,15 @@ static void pingpong(void)
 			CHECK_EQ(c, (unsigned char)((i * 7) ^ 0xff));
 			break;
 		}
-		wd_tick();
+		t_progress();
 	}
 	pthread_join(t, NULL);
 	CHECK_EQ(i, rounds);
-	double dt = mono_now() - t0;
+	double dt = t_now() - t0;
 	fprintf(stderr, "  pingpong: %ld round trips in %.2f s (%.1f us each)\n",
 	        i, dt, i ? dt * 1e6 / (double)i : 0.0);
 	CHECK_EQ(pp_close(a[1]), 0);
 	CHECK_EQ(pp_close(b[0]), 0);
-	case_end();
 }
 
 /* ------------------------------------------------------------------ */
@@ -180,7 +178,7 @@ static void *page_writer(void *arg)
 	c->err = errno;
 	free(buf);
 	atomic_fetch_add(c->done, 1);
-	wd_tick();
+	t_progress();
 	return NULL;
 }
 
@@ -207,7 +205,7 @@ static void slot_frees_writer(void)
 		CHECK_EQ(atomic_load(&done), 0); /* full: nobody can finish yet */
 		/* n + 1 pages to read; after the first, each must come from a
 		 * writer that the previous read's freed slot woke up */
-		wd_at("reading page after page from a one-page pipe");
+		t_progress_at("reading page after page from a one-page pipe");
 		for (int p = 0; p <= n; p++) {
 			ssize_t r = pp_read(e[0], page, sizeof page);
 			if (r != 4096) {
@@ -227,7 +225,7 @@ static void slot_frees_writer(void)
 				        p, v);
 				CHECK(!"page from an unknown writer, or twice");
 			}
-			wd_tick();
+			t_progress();
 		}
 		for (int i = 0; i < n; i++) {
 			pthread_join(th[i], NULL);
@@ -237,7 +235,6 @@ static void slot_frees_writer(void)
 		CHECK_EQ(pp_close(e[0]), 0);
 		CHECK_EQ(pp_close(e[1]), 0);
 	}
-	case_end();
 }
 
 static void slot_frees_many(void)
@@ -263,7 +260,7 @@ static void slot_frees_many(void)
 		CHECK_EQ(pp_nread(e[0]), 65536);
 		/* free exactly one slot */
 		CHECK_EQ(pp_read(e[0], buf, 4096), 4096);
-		wd_at("waiting for a writer after one slot was freed");
+		t_progress_at("waiting for a writer after one slot was freed");
 		while (atomic_load(&done) == 0)
 			usleep(100);
 		msleep(20);
@@ -273,7 +270,7 @@ static void slot_frees_many(void)
 		if (atomic_load(&done) > 1)
 			more_than_one++;
 		/* drain everything: each freed slot lets more writers in */
-		wd_at("draining while one-byte writers finish");
+		t_progress_at("draining while one-byte writers finish");
 		long left = 65536 - 4096 + n, got = 0;
 		while (got < left) {
 			ssize_t r = pp_read(e[0], buf, sizeof buf);
@@ -282,7 +279,7 @@ static void slot_frees_many(void)
 				break;
 			}
 			got += r;
-			wd_tick();
+			t_progress();
 		}
 		CHECK_EQ(got, left);
 		for (int i = 0; i < n; i++) {
@@ -298,7 +295,6 @@ static void slot_frees_many(void)
 		        "one-byte writer finished after a single slot was freed "
 		        "(a kernel pipe lets exactly one through)\n", more_than_one,
 		        reps);
-	case_end();
 }
 
 /* ------------------------------------------------------------------ */
@@ -318,7 +314,7 @@ static void *byte_reader(void *arg)
 	atomic_fetch_add(c->started, 1);
 	c->ret = pp_read(c->r, buf, 1);
 	c->b = buf[0];
-	wd_tick();
+	t_progress();
 	return NULL;
 }
 
@@ -348,7 +344,7 @@ static void readers_one_byte(void)
 			else if (mode == 2)
 				usleep(500);
 		}
-		wd_at("readers waiting for their byte");
+		t_progress_at("readers waiting for their byte");
 		for (int i = 0; i < n; i++) {
 			pthread_join(th[i], NULL);
 			if (c[i].ret != 1)
@@ -364,7 +360,6 @@ static void readers_one_byte(void)
 		CHECK_EQ(pp_close(e[0]), 0);
 		CHECK_EQ(pp_close(e[1]), 0);
 	}
-	case_end();
 }
 
 /* ------------------------------------------------------------------ */
@@ -401,7 +396,7 @@ static void grow_wakes_writer(void)
 		CHECK_EQ(atomic_load(&done), 0);
 		/* grow from the read end on even reps, the write end on odd ones */
 		CHECK_EQ(pp_setsize(e[rep % 2], (size_t)plan[k].to), plan[k].to);
-		wd_at("writer should wake after the pipe grew");
+		t_progress_at("writer should wake after the pipe grew");
 		pthread_join(th, NULL);
 		CHECK_EQ(c.ret, (ssize_t)c.len);
 		CHECK_EQ(pp_nread(e[0]), plan[k].from + (long)c.len);
@@ -414,7 +409,6 @@ static void grow_wakes_writer(void)
 		CHECK_EQ(pp_close(e[0]), 0);
 		CHECK_EQ(pp_close(e[1]), 0);
 	}
-	case_end();
 }
 
 /* ------------------------------------------------------------------ */
@@ -436,7 +430,7 @@ static void *poller_main(void *arg)
 	p->ret = poll(&f, 1, 10000);
 	p->revents = f.revents;
 	atomic_store(&p->returned, 1);
-	wd_tick();
+	t_progress();
 	return NULL;
 }
 
@@ -458,13 +452,13 @@ static void poll_across(const char *what, int fd, short events, short want,
 		        what, p.ret, (unsigned)p.revents);
 		CHECK(!"pp_fd was ready too early");
 	}
-	double t0 = mono_now();
+	double t0 = t_now();
 	event(arg);
-	wd_at(what);
+	t_progress_at(what);
 	pthread_join(th, NULL);
 	if (p.ret != 1 || !(p.revents & want)) {
 		fprintf(stderr, "%s: poll returned %d revents %#x after %.1f s\n",
-		        what, p.ret, (unsigned)p.revents, mono_now() - t0);
+		        what, p.ret, (unsigned)p.revents, t_now() - t0);
 		CHECK(!"poll on pp_fd did not wake");
 	}
 }
@@ -552,7 +546,6 @@ static void poll_fd_thread(void)
 		CHECK(pp_events(x.e[1]) & POLLERR);
 		CHECK_EQ(pp_close(x.e[1]), 0);
 	}
-	case_end();
 }
 
 /* ------------------------------------------------------------------ */
@@ -583,7 +576,7 @@ static void epoll_et_read(void)
 	CHECK_EQ(ep_wait(ep, 50), 0); /* empty pipe: nothing */
 	memset(buf, 9, sizeof buf);
 	long total = 0;
-	wd_at("edge-triggered epoll on the read end");
+	t_progress_at("edge-triggered epoll on the read end");
 	for (long i = 0; i < writes && !t_case_failed; i++) {
 		/* sizes that merge into the last page, start a new one, or both;
 		 * never more than the default capacity in all */
@@ -604,7 +597,7 @@ static void epoll_et_read(void)
 			        "0 (no new write)\n", i, n);
 			CHECK_EQ(n, 0);
 		}
-		wd_tick();
+		t_progress();
 	}
 	CHECK_EQ(pp_nread(e[0]), total);
 	/* drained, the end is unready; the writer's close makes it ready */
@@ -622,7 +615,6 @@ static void epoll_et_read(void)
 	CHECK_EQ(ep_wait(ep, 2000), 1);
 	CHECK_EQ(pp_close(e[0]), 0);
 	close(ep);
-	case_end();
 }
 
 static void epoll_et_write(void)
@@ -643,7 +635,7 @@ static void epoll_et_write(void)
 	while (ep_wait(ep, 0) > 0)
 		; /* whatever filling reported is not what is tested */
 	memset(page, 4, sizeof page);
-	wd_at("edge-triggered epoll on the write end");
+	t_progress_at("edge-triggered epoll on the write end");
 	for (long i = 0; i < rounds && !t_case_failed; i++) {
 		/* full: no event */
 		CHECK_EQ(ep_wait(ep, i % 4 == 0 ? 20 : 0), 0);
@@ -664,28 +656,26 @@ static void epoll_et_write(void)
 		CHECK_EQ(pp_events(e[1]) & POLLOUT, 0);
 		while (ep_wait(ep, 0) > 0)
 			;
-		wd_tick();
+		t_progress();
 	}
 	/* last reader gone: an error edge */
 	CHECK_EQ(pp_close(e[0]), 0);
 	CHECK_EQ(ep_wait(ep, 2000), 1);
 	CHECK_EQ(pp_close(e[1]), 0);
 	close(ep);
-	case_end();
 }
 
 int main(void)
 {
 	setvbuf(stderr, NULL, _IOLBF, 0);
-	init_scale();
-	wd_init();
-	CASE(pingpong);
-	CASE(slot_frees_writer);
-	CASE(slot_frees_many);
-	CASE(readers_one_byte);
-	CASE(grow_wakes_writer);
-	CASE(poll_fd_thread);
-	CASE(epoll_et_read);
-	CASE(epoll_et_write);
+	t_around_cases(NULL, threads_case_end);
+	RUN(pingpong);
+	RUN(slot_frees_writer);
+	RUN(slot_frees_many);
+	RUN(readers_one_byte);
+	RUN(grow_wakes_writer);
+	RUN(poll_fd_thread);
+	RUN(epoll_et_read);
+	RUN(epoll_et_write);
 	return T_DONE();
 }

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness.h"
+#include "harness/harness.h"
 #include "pagepipe.h"
 
 static unsigned char pattern(uint64_t pos)

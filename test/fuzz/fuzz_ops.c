@@ -105,36 +105,15 @@ static struct {
 	long maxsize;
 } fz_pool;
 static unsigned fz_npipes_made;
-static unsigned long fz_step;
-static char fz_op[160];
-static bool fz_verbose;
+static struct fuzz_report fz_rep = { .target = "fuzz_ops" };
 
 static unsigned char fz_wbuf[FZ_MAX_IO + FZ_MAX_SEGS * FZ_GAP + 64];
 static unsigned char fz_rbuf[FZ_MAX_IO + FZ_MAX_SEGS * FZ_GAP + 64];
 static unsigned char fz_expect[FZ_MAX_IO + 64];
 
-__attribute__((format(printf, 1, 2), noreturn)) static void fz_fail(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fuzz_vfail("fuzz_ops", fz_step, fz_op, fmt, ap);
-}
-
-#define FZ_CHECK(cond, ...)                                                   \
-	do {                                                                     \
-		if (!(cond))                                                         \
-			fz_fail(__VA_ARGS__);                                            \
-	} while (0)
-
-/* Name the step about to be taken (fz_op, for messages); with
- * FUZZ_VERBOSE also print it. */
-__attribute__((format(printf, 1, 2))) static void fz_name(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fuzz_vname(fz_op, sizeof fz_op, fz_verbose, fz_step, fmt, ap);
-	va_end(ap);
-}
+#define FZ_CHECK(cond, ...) FUZZ_CHECK(&fz_rep, cond, __VA_ARGS__)
+#define fz_name(...) fuzz_name(&fz_rep, __VA_ARGS__)
+#define fz_check_ret(...) fuzz_check_ret(&fz_rep, __VA_ARGS__)
 
 /* Name a read or write step: the call, its pipe, handle, byte count,
  * blocking mode and segments, and the model's state of the pipe. */
@@ -147,19 +126,6 @@ static void fz_name_io(const char *call, const struct fz_pipe *p, int j, size_t 
 	fz_name("%s(pipe %u, handle %d, %zu bytes%s) [slots %u/%u, %llu bytes]%s", call, p->id, j, n,
 	        toggled ? ", made non-blocking" : (nonblock ? ", non-blocking" : ""), p->count,
 	        p->max_pages, (unsigned long long)p->bytes, segs);
-}
-
-/* A call's result against the model's prediction: the value, and errno
- * where the prediction is -1.  With FUZZ_VERBOSE the result is printed
- * first, followed by note. */
-static void fz_check_ret(long got, int err, long want, int want_err, const char *note)
-{
-	if (fz_verbose)
-		fprintf(stderr, "    -> %ld%s%s%s\n", got, got < 0 ? " " : "",
-		        got < 0 ? strerror(err) : "", note);
-	FZ_CHECK(got == want && (want >= 0 || err == want_err),
-	         "returned %ld (errno %d %s), want %ld (errno %d %s)", got, err,
-	         got < 0 ? strerror(err) : "-", want, want_err, want < 0 ? strerror(want_err) : "-");
 }
 
 static inline uint8_t fz_pat(uint64_t salt, uint64_t pos)
@@ -184,7 +150,7 @@ static void fz_slot_push(struct fz_pipe *p, struct fz_slot s)
 		uint32_t ncap = p->cap ? p->cap * 2 : 16;
 		struct fz_slot *ns = malloc(ncap * sizeof *ns);
 		if (!ns)
-			fz_fail("out of memory in the model");
+			fuzz_fail(&fz_rep, "out of memory in the model");
 		for (uint32_t i = 0; i < p->count; i++)
 			ns[i] = *fz_slot_at(p, i);
 		free(p->slots);
@@ -261,35 +227,7 @@ static void fz_pages_taken(long n)
 	}
 }
 
-/* ---- decoding the input ---------------------------------------------- */
-
-
-/* A read or write size: biased to the edges that matter (0, small, around
- * a page, page multiples), up to FZ_MAX_IO. */
-static size_t fz_size(struct fuzz_in *in)
-{
-	unsigned c = fuzz_byte(in), lo = c & 31;
-	size_t n = 0;
-	switch (c >> 5) {
-	case 0: n = lo ? lo : 0; break;
-	case 1: n = 1 + fuzz_byte(in); break;
-	case 2: n = FZ_PAGE - 16 + lo; break;
-	case 3: n = (size_t)(lo + 1) * FZ_PAGE; break;
-	case 4: /* two bytes, little-endian (read in sequence) */
-		n = fuzz_byte(in);
-		n |= (size_t)fuzz_byte(in) << 8;
-		break;
-	case 5:
-		n = fuzz_byte(in);
-		n |= (size_t)fuzz_byte(in) << 8;
-		n |= (size_t)fuzz_byte(in) << 16;
-		n %= FZ_MAX_IO + 1;
-		break;
-	case 6: n = (size_t)(lo + 1) * FZ_PAGE + (size_t)(int8_t)fuzz_byte(in); break;
-	default: n = (size_t)(lo % 4) * FZ_PAGE + 1 + (lo >> 2) * 511; break;
-	}
-	return n > FZ_MAX_IO ? FZ_MAX_IO : n;
-}
+/* ---- decoding the input (fuzz_report.h's fuzz_size too) -------------- */
 
 /* A capacity request for pp_setsize / pp_setmaxsize. */
 static size_t fz_capacity(struct fuzz_in *in)
@@ -341,22 +279,6 @@ static int fz_pick_side(struct fuzz_in *in, struct fz_pipe *p, unsigned c, int *
 {
 	*side = c & 1;
 	return p ? fz_pick_handle(in, p, *side) : -1;
-}
-
-/* ---- SIGPIPE ------------------------------------------------------------ */
-
-/* SIGPIPE stays blocked; a raise() leaves it pending, and this collects it. */
-static bool fz_take_sigpipe(void)
-{
-	sigset_t set;
-	struct timespec zero = { 0, 0 };
-	sigemptyset(&set);
-	sigaddset(&set, SIGPIPE);
-	int sig;
-	/* EINTR: some other signal's handler ran (libFuzzer's timer). */
-	while ((sig = sigtimedwait(&set, NULL, &zero)) == -1 && errno == EINTR)
-		;
-	return sig == SIGPIPE;
 }
 
 /* ---- checks after every step ------------------------------------------ */
@@ -457,7 +379,7 @@ static void fz_check_all(void)
 	FZ_CHECK(st.limit == fz_pool.limit, "limit = %ld, want %ld", st.limit, fz_pool.limit);
 	FZ_CHECK(pp_getmaxsize() == fz_pool.maxsize, "pp_getmaxsize = %ld, want %ld",
 	         pp_getmaxsize(), fz_pool.maxsize);
-	FZ_CHECK(!fz_take_sigpipe(), "a SIGPIPE is pending that no failed write explains");
+	FZ_CHECK(!fuzz_take_sigpipe(), "a SIGPIPE is pending that no failed write explains");
 }
 
 /* ---- iovec layout --------------------------------------------------------- */
@@ -577,7 +499,7 @@ static void fz_op_write(struct fuzz_in *in)
 	if (!p)
 		return;
 	int j = fz_pick_handle(in, p, FZ_W);
-	size_t n = fz_size(in);
+	size_t n = fuzz_size(in, FZ_MAX_IO);
 	unsigned mode = fuzz_byte(in);
 	int nseg = (int)((mode >> 1) & 7); /* 0: pp_write */
 	struct iovec iov[FZ_MAX_SEGS];
@@ -638,7 +560,7 @@ static void fz_op_write(struct fuzz_in *in)
 	int err = errno;
 	if (toggled)
 		fz_set_nb(e, false);
-	bool sig = fz_take_sigpipe();
+	bool sig = fuzz_take_sigpipe();
 	fz_check_ret(got, err, want, want_err, sig ? ", SIGPIPE" : "");
 	FZ_CHECK(sig == want_sig, "SIGPIPE %s, want %s", sig ? "raised" : "not raised",
 	         want_sig ? "raised" : "not raised");
@@ -693,7 +615,7 @@ static void fz_op_read(struct fuzz_in *in)
 	if (!p)
 		return;
 	int j = fz_pick_handle(in, p, FZ_R);
-	size_t n = fz_size(in);
+	size_t n = fuzz_size(in, FZ_MAX_IO);
 	unsigned mode = fuzz_byte(in);
 	int nseg = (int)((mode >> 1) & 7);
 	struct iovec iov[FZ_MAX_SEGS];
@@ -893,46 +815,43 @@ static void fz_op_fd(struct fuzz_in *in)
 	p->fd[side] = fd;
 }
 
+/* pp_pool_setcache or pp_pool_setlimit: the old bound back and the new
+ * one kept, or EINVAL for a negative one; 1 if the bound changed. */
+static int fz_set_bound(const char *call, long (*set)(long), long pages, long *bound)
+{
+	fz_name("%s(%ld)", call, pages);
+	long got = set(pages);
+	if (pages < 0) {
+		FZ_CHECK(got == -1 && errno == EINVAL, "returned %ld, want EINVAL", got);
+		return 0;
+	}
+	FZ_CHECK(got == *bound, "returned %ld, want the old bound %ld", got, *bound);
+	*bound = pages;
+	return 1;
+}
+
 static void fz_op_pool(struct fuzz_in *in)
 {
 	unsigned c = fuzz_byte(in), v = fuzz_byte(in);
 	long got, want;
 	errno = 0;
 	switch (c % 5) {
-	case 0: { /* cache bound; 255 is the invalid negative one */
-		long pages = v == 255 ? -1 : (long)(v % 130);
-		snprintf(fz_op, sizeof fz_op, "pp_pool_setcache(%ld)", pages);
-		got = pp_pool_setcache(pages);
-		if (pages < 0) {
-			FZ_CHECK(got == -1 && errno == EINVAL, "returned %ld, want EINVAL", got);
-			break;
-		}
-		FZ_CHECK(got == fz_pool.cache_max, "returned %ld, want the old bound %ld", got,
-		         fz_pool.cache_max);
-		fz_pool.cache_max = pages;
-		fz_pool_trim();
+	case 0: /* cache bound; 255 is the invalid negative one */
+		if (fz_set_bound("pp_pool_setcache", pp_pool_setcache, v == 255 ? -1 : (long)(v % 130),
+		                 &fz_pool.cache_max))
+			fz_pool_trim();
 		break;
-	}
 	case 1:
-		snprintf(fz_op, sizeof fz_op, "pp_pool_trim()");
+		fz_name("pp_pool_trim()");
 		got = pp_pool_trim();
 		FZ_CHECK(got == fz_pool.cached, "returned %ld, want %ld cached pages", got,
 		         fz_pool.cached);
 		fz_pool.cached = 0;
 		break;
-	case 2: { /* limit: 0 none, small ones to hit ENOMEM, 255 invalid */
-		long pages = v == 255 ? -1 : (long)(v % 80);
-		snprintf(fz_op, sizeof fz_op, "pp_pool_setlimit(%ld)", pages);
-		got = pp_pool_setlimit(pages);
-		if (pages < 0) {
-			FZ_CHECK(got == -1 && errno == EINVAL, "returned %ld, want EINVAL", got);
-			break;
-		}
-		FZ_CHECK(got == fz_pool.limit, "returned %ld, want the old limit %ld", got,
-		         fz_pool.limit);
-		fz_pool.limit = pages;
+	case 2: /* limit: 0 none, small ones to hit ENOMEM, 255 invalid */
+		fz_set_bound("pp_pool_setlimit", pp_pool_setlimit, v == 255 ? -1 : (long)(v % 80),
+		             &fz_pool.limit);
 		break;
-	}
 	case 3: {
 		struct fuzz_in sub = { in->p, in->n };
 		size_t size = fz_capacity(&sub);
@@ -940,7 +859,7 @@ static void fz_op_pool(struct fuzz_in *in)
 		in->n = sub.n;
 		uint32_t pages = size ? fz_round_pages(size) : 0;
 		want = pages ? (long)pages * (long)FZ_PAGE : -1;
-		snprintf(fz_op, sizeof fz_op, "pp_setmaxsize(%zu)", size);
+		fz_name("pp_setmaxsize(%zu)", size);
 		got = pp_setmaxsize(size);
 		FZ_CHECK(got == want && (want >= 0 || errno == EINVAL), "returned %ld (errno %d), want %ld",
 		         got, errno, want);
@@ -950,14 +869,12 @@ static void fz_op_pool(struct fuzz_in *in)
 	}
 	default: {
 		struct pp_pool_stats st;
-		snprintf(fz_op, sizeof fz_op, "pp_pool_stats(NULL)");
+		fz_name("pp_pool_stats(NULL)");
 		FZ_CHECK(pp_pool_stats(NULL) == -1 && errno == EFAULT, "want EFAULT");
 		FZ_CHECK(pp_pool_stats(&st) == 0, "pp_pool_stats failed");
 		break;
 	}
 	}
-	if (fz_verbose)
-		fprintf(stderr, "step %lu: %s\n", fz_step, fz_op);
 }
 
 /* Calls that must fail and change nothing. */
@@ -977,38 +894,35 @@ static void fz_op_bad(struct fuzz_in *in)
 	errno = 0;
 	switch ((c >> 1) % 4) {
 	case 0: /* the wrong end */
-		snprintf(fz_op, sizeof fz_op, "%s on the %s end of pipe %u",
-		         side == FZ_R ? "pp_write" : "pp_read", side == FZ_R ? "read" : "write", p->id);
+		fz_name("%s on the %s end of pipe %u", side == FZ_R ? "pp_write" : "pp_read",
+		        side == FZ_R ? "read" : "write", p->id);
 		r = side == FZ_R ? pp_write(e, &one, 1) : pp_read(e, &one, 1);
 		want = EBADF;
 		break;
 	case 1: { /* NULL buffer with a count: EFAULT before anything else */
 		void *volatile nul = NULL;
-		snprintf(fz_op, sizeof fz_op, "%s(NULL, 5) on pipe %u",
-		         side == FZ_R ? "pp_read" : "pp_write", p->id);
+		fz_name("%s(NULL, 5) on pipe %u", side == FZ_R ? "pp_read" : "pp_write", p->id);
 		r = side == FZ_R ? pp_read(e, nul, 5) : pp_write(e, nul, 5);
 		want = EFAULT;
 		break;
 	}
 	case 2: { /* iovcnt out of range */
 		volatile int cnt = c & 0x10 ? -1 : IOV_MAX + 1;
-		snprintf(fz_op, sizeof fz_op, "%s(iovcnt %d) on pipe %u",
-		         side == FZ_R ? "pp_readv" : "pp_writev", cnt, p->id);
+		fz_name("%s(iovcnt %d) on pipe %u", side == FZ_R ? "pp_readv" : "pp_writev", cnt,
+		        p->id);
 		r = side == FZ_R ? pp_readv(e, &v, cnt) : pp_writev(e, &v, cnt);
 		want = EINVAL;
 		break;
 	}
 	default: { /* a segment too long to add up */
 		struct iovec two[2] = { { &one, 1 }, { &one, (size_t)SSIZE_MAX } };
-		snprintf(fz_op, sizeof fz_op, "%s(lengths past SSIZE_MAX) on pipe %u",
-		         side == FZ_R ? "pp_readv" : "pp_writev", p->id);
+		fz_name("%s(lengths past SSIZE_MAX) on pipe %u",
+		        side == FZ_R ? "pp_readv" : "pp_writev", p->id);
 		r = side == FZ_R ? pp_readv(e, two, 2) : pp_writev(e, two, 2);
 		want = EINVAL;
 		break;
 	}
 	}
-	if (fz_verbose)
-		fprintf(stderr, "step %lu: %s\n", fz_step, fz_op);
 	FZ_CHECK(r == -1 && errno == want, "returned %zd errno %d (%s), want errno %d (%s)", r,
 	         errno, strerror(errno), want, strerror(want));
 }
@@ -1021,12 +935,7 @@ static void fz_setup_once(void)
 	if (done)
 		return;
 	done = true;
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGPIPE);
-	sigprocmask(SIG_BLOCK, &set, NULL);
-	const char *v = getenv("FUZZ_VERBOSE");
-	fz_verbose = v && *v && *v != '0';
+	fuzz_setup(&fz_rep);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -1035,9 +944,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct pp_pool_stats st;
 
 	fz_setup_once();
-	fz_step = 0;
+	fz_rep.step = 0;
 	fz_npipes_made = 0;
-	snprintf(fz_op, sizeof fz_op, "start");
+	snprintf(fz_rep.op, sizeof fz_rep.op, "start");
 	memset(fz_p, 0, sizeof fz_p);
 
 	/* Each input starts from a clean pool with default settings. */
@@ -1059,8 +968,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	while (in.n) {
 		unsigned op = fuzz_byte(&in);
-		fz_step++;
-		snprintf(fz_op, sizeof fz_op, "op %u", op);
+		fz_rep.step++;
+		snprintf(fz_rep.op, sizeof fz_rep.op, "op %u", op);
 		switch (op % 16) {
 		case 0: fz_op_pipe(&in); break;
 		case 1: case 2: case 3: fz_op_write(&in); break;
@@ -1078,18 +987,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 
 	/* Tear down: close everything, in an order the input chose. */
-	fz_step++;
+	fz_rep.step++;
 	for (int i = 0; i < FZ_MAX_PIPES; i++) {
 		struct fz_pipe *p = &fz_p[i];
 		while (p->live) {
-			int side = (int)((p->id + fz_step) & 1);
+			int side = (int)((p->id + fz_rep.step) & 1);
 			if (!p->nh[side])
 				side = 1 - side;
 			fz_close_handle(p, side, p->nh[side] - 1);
 			fz_check_all();
 		}
 	}
-	snprintf(fz_op, sizeof fz_op, "teardown");
+	snprintf(fz_rep.op, sizeof fz_rep.op, "teardown");
 	FZ_CHECK(pp_pool_stats(&st) == 0 && st.pages_in_use == 0,
 	         "%ld pages still in use after every pipe was closed", st.pages_in_use);
 	FZ_CHECK(pp_pool_setcache(FZ_DEF_CACHE) >= 0 && pp_pool_setlimit(0) >= 0 &&

@@ -59,22 +59,9 @@ int PO_ENTRY(const uint8_t *data, size_t size);
 #define PO_MAX_ARGS 160
 #define PO_MAX_STR 48
 
-static unsigned long po_step;
-static char po_what[256];
+static struct fuzz_report po_rep = { .target = "fuzz_opts" };
 
-__attribute__((format(printf, 1, 2), noreturn)) static void po_fail(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fuzz_vfail("fuzz_opts", po_step, po_what, fmt, ap);
-}
-
-#define PO_CHECK(cond, ...)                                                   \
-	do {                                                                     \
-		if (!(cond))                                                         \
-			po_fail(__VA_ARGS__);                                            \
-	} while (0)
-
+#define PO_CHECK(cond, ...) FUZZ_CHECK(&po_rep, cond, __VA_ARGS__)
 
 /* Up to max bytes, to a 0 byte or the end, into s (terminated). */
 static size_t po_string(struct fuzz_in *in, char *s, size_t max)
@@ -126,7 +113,7 @@ static void po_size_string(struct fuzz_in *in)
 {
 	char s[PO_MAX_STR + 1];
 	po_string(in, s, 40);
-	snprintf(po_what, sizeof po_what, "pt_parse_size(\"%s\")", s);
+	snprintf(po_rep.op, sizeof po_rep.op, "pt_parse_size(\"%s\")", s);
 	uint64_t got = 0xdeadbeef, want = 0;
 	int r = pt_parse_size(s, &got), rw = po_ref_size(s, &want);
 	PO_CHECK(r == rw, "returned %d, the grammar says %d", r, rw);
@@ -158,7 +145,7 @@ static void po_size_value(struct fuzz_in *in)
 	snprintf(s, sizeof s, "%.*s%" PRIu64 "%s%s", zeros, "000", shown,
 	         unit ? (char[]){ (form & 4) ? (char)tolower(sfx[unit - 1]) : sfx[unit - 1], 0 } : "",
 	         tail[t]);
-	snprintf(po_what, sizeof po_what, "pt_parse_size(print(%" PRIu64 ") = \"%s\")", x, s);
+	snprintf(po_rep.op, sizeof po_rep.op, "pt_parse_size(print(%" PRIu64 ") = \"%s\")", x, s);
 	uint64_t got = 0;
 	PO_CHECK(pt_parse_size(s, &got) == 0, "rejected");
 	PO_CHECK(got == x, "gave %" PRIu64 ", want %" PRIu64, got, x);
@@ -168,7 +155,7 @@ static void po_pct(struct fuzz_in *in)
 {
 	char s[PO_MAX_STR + 1];
 	po_string(in, s, 6);
-	snprintf(po_what, sizeof po_what, "pt_parse_pct(\"%s\")", s);
+	snprintf(po_rep.op, sizeof po_rep.op, "pt_parse_pct(\"%s\")", s);
 	int got = -7;
 	int r = pt_parse_pct(s, &got);
 	size_t len = strlen(s);
@@ -257,12 +244,12 @@ static bool po_same(const struct pt_opts *x, const struct pt_opts *y)
 static void po_describe(const struct po_argv *a)
 {
 	size_t at = 0;
-	at += (size_t)snprintf(po_what, sizeof po_what, "pt_parse_args(");
-	for (int i = 1; i < a->argc && at < sizeof po_what - 8; i++)
-		at += (size_t)snprintf(po_what + at, sizeof po_what - at, "%s\"%s\"", i > 1 ? " " : "",
+	at += (size_t)snprintf(po_rep.op, sizeof po_rep.op, "pt_parse_args(");
+	for (int i = 1; i < a->argc && at < sizeof po_rep.op - 8; i++)
+		at += (size_t)snprintf(po_rep.op + at, sizeof po_rep.op - at, "%s\"%s\"", i > 1 ? " " : "",
 		                       a->argv[i]);
-	if (at < sizeof po_what - 2)
-		snprintf(po_what + at, sizeof po_what - at, ")");
+	if (at < sizeof po_rep.op - 2)
+		snprintf(po_rep.op + at, sizeof po_rep.op - at, ")");
 }
 
 /* The options as a canonical vector: parse(print(o)) must be o. */
@@ -378,10 +365,10 @@ static void po_args(struct fuzz_in *in)
 int PO_ENTRY(const uint8_t *data, size_t size)
 {
 	struct fuzz_in in = { data, size };
-	po_step = 0;
+	po_rep.step = 0;
 	while (in.n) {
 		unsigned op = fuzz_byte(&in);
-		po_step++;
+		po_rep.step++;
 		switch (op % 4) {
 		case 0: po_size_string(&in); break;
 		case 1: po_size_value(&in); break;

@@ -115,30 +115,19 @@ static struct {
 
 static int zf_flags[ZF_PIPES];   /* PP_PACKET | PP_NOSIGPIPE of each pipe */
 static bool zf_nb[ZF_PIPES][2];  /* PP_NONBLOCK of each end */
-static unsigned long zf_step;
-static char zf_op[200];
-static bool zf_verbose;
+static struct fuzz_report zf_rep = { .target = "fuzz_zerocopy" };
 
+/* The model's failures (zc_model.c) end the run too. */
 static void zm_fail(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	fuzz_vfail("fuzz_zerocopy", zf_step, zf_op, fmt, ap);
+	fuzz_vfail(&zf_rep, fmt, ap);
 }
 
-#define ZF_CHECK(cond, ...)                                                   \
-	do {                                                                     \
-		if (!(cond))                                                         \
-			zm_fail(__VA_ARGS__);                                            \
-	} while (0)
-
-__attribute__((format(printf, 1, 2))) static void zf_name(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fuzz_vname(zf_op, sizeof zf_op, zf_verbose, zf_step, fmt, ap);
-	va_end(ap);
-}
+#define ZF_CHECK(cond, ...) FUZZ_CHECK(&zf_rep, cond, __VA_ARGS__)
+#define zf_name(...) fuzz_name(&zf_rep, __VA_ARGS__)
+#define zf_check_ret(got, err, want, want_err) fuzz_check_ret(&zf_rep, got, err, want, want_err, "")
 
 static int zf_index(const struct zm_pipe *p)
 {
@@ -148,40 +137,13 @@ static int zf_index(const struct zm_pipe *p)
 /* ---- decoding ----------------------------------------------------------- */
 
 
-/* A byte count: 0-31 as is; 1+B; around a page; whole pages; 16 and 24
- * bits; pages plus or minus a little; odd sizes.  At most ZF_MAX_IO. */
-static size_t zf_size(struct fuzz_in *in)
-{
-	unsigned c = fuzz_byte(in), lo = c & 31;
-	size_t n;
-	switch (c >> 5) {
-	case 0: n = lo; break;
-	case 1: n = 1 + fuzz_byte(in); break;
-	case 2: n = 4096 - 16 + lo; break;
-	case 3: n = (size_t)(lo + 1) * 4096; break;
-	case 4:
-		n = fuzz_byte(in);
-		n |= (size_t)fuzz_byte(in) << 8;
-		break;
-	case 5:
-		n = fuzz_byte(in);
-		n |= (size_t)fuzz_byte(in) << 8;
-		n |= (size_t)fuzz_byte(in) << 16;
-		n %= ZF_MAX_IO + 1;
-		break;
-	case 6: n = (size_t)(lo + 1) * 4096 + (size_t)(int8_t)fuzz_byte(in); break;
-	default: n = (size_t)(lo % 4) * 4096 + 1 + (lo >> 2) * 511; break;
-	}
-	return n > ZF_MAX_IO ? ZF_MAX_IO : n;
-}
-
 /* A length for the splice calls: a size; ff: "everything" (1 GiB), fe:
  * SIZE_MAX (clamped by the library as read(2) clamps). */
 static size_t zf_len(struct fuzz_in *in)
 {
 	if (in->n && in->p[0] >= 0xfe)
 		return fuzz_byte(in) == 0xff ? (size_t)1 << 30 : SIZE_MAX;
-	return zf_size(in);
+	return fuzz_size(in, ZF_MAX_IO);
 }
 
 /* A live pipe whose `side` is open, chosen by a byte; NULL if none. */
@@ -206,32 +168,11 @@ static struct zm_pipe *zf_pick_any(struct fuzz_in *in)
 	return n ? &zm_p[c[b % (unsigned)n]] : NULL;
 }
 
-/* ---- SIGPIPE, results ------------------------------------------------------- */
-
-static bool zf_take_sigpipe(void)
-{
-	sigset_t set;
-	struct timespec zero = { 0, 0 };
-	sigemptyset(&set);
-	sigaddset(&set, SIGPIPE);
-	int sig;
-	while ((sig = sigtimedwait(&set, NULL, &zero)) == -1 && errno == EINTR)
-		;
-	return sig == SIGPIPE;
-}
-
-static void zf_check_ret(long got, int err, long want, int want_err)
-{
-	if (zf_verbose)
-		fprintf(stderr, "    -> %ld%s%s\n", got, got < 0 ? " " : "", got < 0 ? strerror(err) : "");
-	ZF_CHECK(got == want && (want >= 0 || err == want_err),
-	         "returned %ld (errno %d %s), want %ld (errno %d %s)", got, err,
-	         got < 0 ? strerror(err) : "-", want, want_err, want < 0 ? strerror(want_err) : "-");
-}
+/* ---- results ------------------------------------------------------- */
 
 static void zf_check_sig(bool want)
 {
-	bool sig = zf_take_sigpipe();
+	bool sig = fuzz_take_sigpipe();
 	ZF_CHECK(sig == want, "SIGPIPE %s, want %s", sig ? "raised" : "not raised",
 	         want ? "raised" : "not raised");
 }
@@ -375,7 +316,7 @@ static void zf_op_pipe(struct fuzz_in *in)
 static void zf_op_write(struct fuzz_in *in)
 {
 	struct zm_pipe *p = zf_pick(in, ZM_W);
-	size_t n = zf_size(in);
+	size_t n = fuzz_size(in, ZF_MAX_IO);
 	unsigned mode = fuzz_byte(in);
 	if (!p)
 		return;
@@ -411,7 +352,7 @@ static void zf_op_write(struct fuzz_in *in)
 static void zf_op_read(struct fuzz_in *in)
 {
 	struct zm_pipe *p = zf_pick(in, ZM_R);
-	size_t n = zf_size(in);
+	size_t n = fuzz_size(in, ZF_MAX_IO);
 	unsigned mode = fuzz_byte(in);
 	if (!p)
 		return;
@@ -577,7 +518,7 @@ static void zf_op_from_fd(struct fuzz_in *in)
 	unsigned c = fuzz_byte(in);
 	size_t len = zf_len(in);
 	unsigned ob = fuzz_byte(in);
-	size_t add = zf_size(in);
+	size_t add = fuzz_size(in, ZF_MAX_IO);
 	unsigned fb = fuzz_byte(in);
 	if (!p)
 		return;
@@ -874,7 +815,7 @@ static void zf_op_setsize(struct fuzz_in *in)
 static void zf_op_source(struct fuzz_in *in)
 {
 	unsigned c = fuzz_byte(in) % 3, ob = fuzz_byte(in);
-	size_t n = c == 1 ? zf_size(in) : 0, at = (size_t)ob * 1031;
+	size_t n = c == 1 ? fuzz_size(in, ZF_MAX_IO) : 0, at = (size_t)ob * 1031;
 	long want = 0, got;
 	int eerr = 0, err;
 	errno = 0;
@@ -1001,7 +942,7 @@ static void zf_op_bad(struct fuzz_in *in)
 		break;
 	}
 	int err = errno;
-	if (zf_verbose)
+	if (zf_rep.verbose)
 		fprintf(stderr, "    -> %zd %s\n", got, strerror(err));
 	ZF_CHECK(got == -1 && err == want, "returned %zd errno %d (%s), want errno %d (%s)", got, err,
 	         strerror(err), want, strerror(want));
@@ -1014,7 +955,7 @@ static void zf_check(bool contents)
 	zm_check_all();
 	zf_maps_check(false);
 	zf_fds_check(contents);
-	ZF_CHECK(!zf_take_sigpipe(), "a SIGPIPE is pending that no EPIPE explains");
+	ZF_CHECK(!fuzz_take_sigpipe(), "a SIGPIPE is pending that no EPIPE explains");
 }
 
 static void zf_setup_once(void)
@@ -1023,12 +964,7 @@ static void zf_setup_once(void)
 	if (done)
 		return;
 	done = true;
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGPIPE);
-	sigprocmask(SIG_BLOCK, &set, NULL);
-	const char *v = getenv("FUZZ_VERBOSE");
-	zf_verbose = v && *v && *v != '0';
+	fuzz_setup(&zf_rep);
 	for (size_t i = 0; i < sizeof zf_pat; i++) {
 		uint64_t x = (uint64_t)(i % ZF_PAT) * 0x9e3779b97f4a7c15ull;
 		zf_pat[i] = (unsigned char)((x >> 56) ^ (x >> 29) ^ (x >> 13));
@@ -1043,10 +979,10 @@ int ZF_ENTRY(const uint8_t *data, size_t size)
 
 	zf_setup_once();
 	zm_reset();
-	zf_step = 0;
+	zf_rep.step = 0;
 	zf_arena_used = 0;
 	zf_cursor = 0;
-	snprintf(zf_op, sizeof zf_op, "start");
+	snprintf(zf_rep.op, sizeof zf_rep.op, "start");
 	zf_fds_reset();
 	ZF_CHECK(pp_pool_stats(&st) == 0 && st.pages_in_use == 0,
 	         "%ld pages in use before any pipe exists", st.pages_in_use);
@@ -1060,8 +996,8 @@ int ZF_ENTRY(const uint8_t *data, size_t size)
 	while (in.n) {
 		unsigned op = fuzz_byte(&in);
 		bool to_fd = op % 16 == 9 || op == 0x1f;
-		zf_step++;
-		snprintf(zf_op, sizeof zf_op, "op %u", op);
+		zf_rep.step++;
+		snprintf(zf_rep.op, sizeof zf_rep.op, "op %u", op);
 		switch (op % 16) {
 		case 0: zf_op_pipe(&in); break;
 		case 1: zf_op_write(&in); break;
@@ -1086,10 +1022,10 @@ int ZF_ENTRY(const uint8_t *data, size_t size)
 	}
 
 	/* Close everything: every page back, every release made. */
-	zf_step++;
+	zf_rep.step++;
 	for (int i = 0; i < ZF_PIPES; i++) {
 		struct zm_pipe *p = &zm_p[i];
-		int side = (int)((p->id + zf_step) & 1);
+		int side = (int)((p->id + zf_rep.step) & 1);
 		while (p->live) {
 			if (!p->end[side])
 				side = 1 - side;
@@ -1097,7 +1033,7 @@ int ZF_ENTRY(const uint8_t *data, size_t size)
 			zf_check(false);
 		}
 	}
-	snprintf(zf_op, sizeof zf_op, "teardown");
+	snprintf(zf_rep.op, sizeof zf_rep.op, "teardown");
 	ZF_CHECK(pp_pool_stats(&st) == 0 && st.pages_in_use == 0,
 	         "%ld pages still in use after every pipe was closed", st.pages_in_use);
 	ZF_CHECK(zm_gifts_pending() == 0, "%d vmsplice releases never came", zm_gifts_pending());

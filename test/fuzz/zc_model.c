@@ -2,7 +2,7 @@
  * zc_model.c - a byte-exact model of pagepipes under the zero-copy calls:
  * pp_splice, pp_tee, pp_fanout, pp_vmsplice, pp_splice_from_fd,
  * pp_splice_to_fd and pp_peek/pp_consume, mixed with pp_write, pp_read and
- * pp_setsize.  Not a program of its own: #included by test/fault_inject.c
+ * pp_setsize.  Not a program of its own: #included by test/fault_zerocopy.c
  * (the fault-injection workload) and test/fuzz/fuzz_zerocopy.c (the fuzz
  * target, itself #included by test/fuzz_replay.c).  Single-threaded.
  *

@@ -1,10 +1,8 @@
 /*
- * stress.c - many threads on one pagepipe at once.
- *
- * What must hold under load: no byte is lost, duplicated, reordered or
- * torn; a write of at most PP_PIPE_BUF bytes (pp_write or pp_writev) is
- * never split or interleaved with another; and every closing race ends in
- * end of file or EPIPE, never in a hang.
+ * stress_records.c - under many writer and reader threads, no byte is
+ * lost, duplicated, reordered or torn, and a write of at most PP_PIPE_BUF
+ * bytes (pp_write or pp_writev) is never split or interleaved with
+ * another.
  *
  * Record cases.  Writers send records of at most 4096 bytes, each with a
  * header (magic, writer id, length, sequence number, checksum of the
@@ -38,11 +36,6 @@
  *                        exactly one whole record (packets are never merged
  *                        or split), plus the checks of records_fixed; also
  *                        with a resizing racer.
- *   big_writes           4 writers write blocks larger than PIPE_BUF (no
- *                        atomicity promised), 1 reader: every blocking write
- *                        must return its full count, and the total byte
- *                        count and the histogram of byte values (hence the
- *                        sum of all bytes) must be conserved.
  *   resize_race          record traffic (stream and fixed variants) while
  *                        another thread resizes the pipe between 4 KiB and
  *                        1 MiB from either end (EBUSY allowed, results
@@ -53,101 +46,20 @@
  *                        all-or-EAGAIN, data intact, and a descriptor that
  *                        stays unready while pp_events() says ready is a
  *                        lost wakeup.
- * Close races (looped, with 1-8 sleeping threads):
- *   close_eof_race       last writer closes while readers sleep (after
- *                        writing k < N single bytes): exactly k readers get a
- *                        byte, the rest end of file.
- *   close_epipe_race     last reader closes (from 1-3 dup'd handles in as
- *                        many threads at once) while writers sleep on a full
- *                        pipe: every writer gets EPIPE (PP_NOSIGPIPE).
- *   close_dup_race       threads holding pp_dup'd handles of both ends write,
- *                        dup and close concurrently; an observer must read
- *                        every byte and then end of file.
- *   fd_first_call_race   6 threads make the first pp_fd() calls on both ends
- *                        at once: one descriptor per end, none leaked.
- * After each case no page may remain in use in the pool.
- *
- * Size: PP_STRESS_SCALE (default 1) multiplies the amount of data and the
- * number of iterations; builds with ASan or TSan first divide the defaults
- * (by 2 and 4).  A watchdog thread driven by alarm() (threads.h) fails the
- * running case loudly when no thread has made progress for WD_SECS seconds.
- * SIGALRM is blocked in every other thread, so it never interrupts a
- * pagepipe call.
- * The random seed is printed on stderr; PP_STRESS_SEED=N repeats a run's
- * choices (thread timing still varies).
+ * After each case no page may remain in use in the pool (stress.h).
  */
-#include "harness.h"
-#include "pagepipe.h"
+#include "harness/harness.h"
+#include "harness/helpers.h"
 #include "threads.h"
-#include "tpipe.h"
+#include "stress.h"
 
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/uio.h>
-#include <time.h>
-#include <unistd.h>
 
-/* ------------------------------------------------------------------ */
-/* Random numbers                                                      */
-
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ULL;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebULL;
-	x ^= x >> 31;
-	return x;
-}
-
-static uint64_t rng(uint64_t *s)
-{
-	*s += 0x9e3779b97f4a7c15ULL;
-	return mix64(*s);
-}
-
-/* Uniform-ish in [0, n). */
-static size_t rnd(uint64_t *s, size_t n)
-{
-	return (size_t)(rng(s) % n);
-}
-
-static uint64_t g_seed;
-
-static uint64_t new_seed(void)
-{
-	return mix64(++g_seed);
-}
-
-/* ------------------------------------------------------------------ */
-/* Threads (the watchdog, CASE, TFAIL and case_end are in threads.h)   */
-
-static void join_thread(pthread_t t)
-{
-	pthread_join(t, NULL);
-}
-
-/* Pause 0..max_us microseconds, or just yield, to vary interleavings. */
-static void jitter(uint64_t *s, unsigned max_us)
-{
-	switch (rnd(s, 3)) {
-	case 0:
-		break;
-	case 1:
-		sched_yield();
-		break;
-	default:
-		usleep((useconds_t)rnd(s, max_us + 1));
-		break;
-	}
-}
-
-/* ------------------------------------------------------------------ */
 /* Records                                                             */
 
 #define REC_MAGIC 0x52505045u /* "EPPR" */
@@ -180,21 +92,6 @@ static uint32_t cksum(const unsigned char *p, size_t n)
 		h ^= h >> 29;
 	}
 	return (uint32_t)(h ^ (h >> 32));
-}
-
-static void gen_payload(unsigned char *p, size_t n, unsigned id, uint32_t seq)
-{
-	uint64_t s = mix64(((uint64_t)id << 32 | seq) + 0x1234567);
-	while (n >= 8) {
-		uint64_t v = rng(&s);
-		memcpy(p, &v, 8);
-		p += 8;
-		n -= 8;
-	}
-	if (n) {
-		uint64_t v = rng(&s);
-		memcpy(p, &v, n);
-	}
 }
 
 static uint32_t make_record(unsigned char *buf, unsigned id, uint32_t seq,
@@ -394,7 +291,7 @@ static void *writer_main(void *arg)
 		}
 		sum += rs;
 		cnt++;
-		wd_tick();
+		t_progress();
 	}
 	atomic_store(&R->wsum[c->id], sum);
 	atomic_store(&R->wcnt[c->id], cnt);
@@ -444,6 +341,21 @@ static size_t pick_read(uint64_t *s)
 	}
 }
 
+/* A reader's end: its per-writer sums and counts go into the run's
+ * totals, its buffers are freed, its handle closed. */
+static void reader_finish(struct tctx *c, const unsigned long long *sum, const long *cnt,
+                          unsigned char *buf, unsigned char *scratch)
+{
+	struct run *R = c->R;
+	for (int i = 0; i < R->nw; i++) {
+		atomic_fetch_add(&R->rsum[i], sum[i]);
+		atomic_fetch_add(&R->rcnt[i], cnt[i]);
+	}
+	free(buf);
+	free(scratch);
+	TCHECK(pp_close(c->h) == 0);
+}
+
 /* The single reader: rebuild the byte stream and check it record by record. */
 static void *reader_stream(void *arg)
 {
@@ -467,7 +379,7 @@ static void *reader_stream(void *arg)
 		}
 		if (n == 0)
 			break;
-		wd_tick();
+		t_progress();
 		if (broken)
 			continue;
 		have += (size_t)n;
@@ -503,13 +415,7 @@ static void *reader_stream(void *arg)
 	}
 	if (!broken && have != 0)
 		TFAIL("reader: end of file inside a record (%zu bytes left)", have);
-	for (int i = 0; i < R->nw; i++) {
-		atomic_fetch_add(&R->rsum[i], sum[i]);
-		atomic_fetch_add(&R->rcnt[i], cnt[i]);
-	}
-	free(buf);
-	free(scratch);
-	TCHECK(pp_close(c->h) == 0);
+	reader_finish(c, sum, cnt, buf, scratch);
 	return NULL;
 }
 
@@ -562,7 +468,7 @@ static void *reader_fixed(void *arg)
 		}
 		if (n == 0)
 			break;
-		wd_tick();
+		t_progress();
 		if (atomic_load(&R->broken))
 			continue;
 		if (packet) {
@@ -606,13 +512,7 @@ static void *reader_fixed(void *arg)
 			take_record(R, c->id, &h, last, sum, cnt);
 		}
 	}
-	for (int i = 0; i < R->nw; i++) {
-		atomic_fetch_add(&R->rsum[i], sum[i]);
-		atomic_fetch_add(&R->rcnt[i], cnt[i]);
-	}
-	free(buf);
-	free(scratch);
-	TCHECK(pp_close(c->h) == 0);
+	reader_finish(c, sum, cnt, buf, scratch);
 	return NULL;
 }
 
@@ -791,506 +691,50 @@ out:
 
 static void records_stream(void)
 {
-	run_records(4, 1, 0, F_READV, scaled(6000), 0);
-	run_records(4, 1, 0, 0, scaled(2000), 4096);
-	case_end();
+	run_records(4, 1, 0, F_READV, t_scaled_san(6000), 0);
+	run_records(4, 1, 0, 0, t_scaled_san(2000), 4096);
 }
 
 static void records_fixed(void)
 {
-	run_records(4, 3, 4096, F_READV, scaled(4000), 0);
-	run_records(4, 3, 512, F_READV, scaled(12000), 0);
-	run_records(4, 3, 1000, 0, scaled(6000), 16384);
-	case_end();
+	run_records(4, 3, 4096, F_READV, t_scaled_san(4000), 0);
+	run_records(4, 3, 512, F_READV, t_scaled_san(12000), 0);
+	run_records(4, 3, 1000, 0, t_scaled_san(6000), 16384);
 }
 
 static void records_writev(void)
 {
-	run_records(4, 1, 0, F_WRITEV | F_READV, scaled(4000), 0);
-	run_records(4, 3, 4096, F_WRITEV, scaled(3000), 0);
-	run_records(4, 3, 700, F_WRITEV | F_READV, scaled(6000), 8192);
-	case_end();
+	run_records(4, 1, 0, F_WRITEV | F_READV, t_scaled_san(4000), 0);
+	run_records(4, 3, 4096, F_WRITEV, t_scaled_san(3000), 0);
+	run_records(4, 3, 700, F_WRITEV | F_READV, t_scaled_san(6000), 8192);
 }
 
 static void records_packet(void)
 {
-	run_records(4, 3, 0, F_WRITEV | F_READV | F_PACKET, scaled(4000), 0);
-	run_records(4, 3, 0, F_PACKET | F_RESIZE, scaled(1000), 8192);
-	case_end();
+	run_records(4, 3, 0, F_WRITEV | F_READV | F_PACKET, t_scaled_san(4000), 0);
+	run_records(4, 3, 0, F_PACKET | F_RESIZE, t_scaled_san(1000), 8192);
 }
 
 static void resize_race(void)
 {
-	run_records(4, 1, 0, F_RESIZE | F_READV, scaled(2000), 0);
-	run_records(4, 3, 4096, F_RESIZE, scaled(1500), 0);
-	case_end();
+	run_records(4, 1, 0, F_RESIZE | F_READV, t_scaled_san(2000), 0);
+	run_records(4, 3, 4096, F_RESIZE, t_scaled_san(1500), 0);
 }
 
 static void nonblock_poll(void)
 {
-	run_records(4, 1, 0, F_NONBLOCK | F_WRITEV | F_READV, scaled(2000), 0);
-	run_records(4, 3, 2048, F_NONBLOCK, scaled(1500), 8192);
-	case_end();
-}
-
-/* ------------------------------------------------------------------ */
-/* Writes larger than PIPE_BUF                                         */
-
-struct big {
-	struct pp_end *h;
-	uint64_t seed;
-	long target; /* bytes to write */
-	unsigned long long hist[256];
-	unsigned long long total;
-};
-
-static void *big_writer(void *arg)
-{
-	struct big *b = arg;
-	size_t cap = 200000;
-	unsigned char *buf = malloc(cap);
-	uint64_t s = b->seed;
-	if (!buf)
-		abort();
-	while ((long)b->total < b->target) {
-		size_t len = rnd(&s, 4) == 0 ? 1 + rnd(&s, 4096)
-		                            : 4097 + rnd(&s, cap - 4097 + 1);
-		gen_payload(buf, len, 99, (uint32_t)rng(&s));
-		ssize_t n = pp_write(b->h, buf, len);
-		if (n != (ssize_t)len) {
-			TFAIL("blocking write of %zu returned %zd (errno %d)", len, n,
-			      errno);
-			break;
-		}
-		for (size_t i = 0; i < len; i++)
-			b->hist[buf[i]]++;
-		b->total += len;
-		wd_tick();
-	}
-	free(buf);
-	TCHECK(pp_close(b->h) == 0);
-	return NULL;
-}
-
-static void *big_reader(void *arg)
-{
-	struct big *b = arg;
-	size_t cap = 131072;
-	unsigned char *buf = malloc(cap);
-	uint64_t s = b->seed;
-	if (!buf)
-		abort();
-	for (;;) {
-		size_t want = rnd(&s, 4) == 0 ? 1 + rnd(&s, 100) : 1 + rnd(&s, cap);
-		ssize_t n = pp_read(b->h, buf, want);
-		if (n < 0) {
-			TFAIL("read failed (errno %d)", errno);
-			break;
-		}
-		if (n == 0)
-			break;
-		if ((size_t)n > want)
-			TFAIL("read of %zu returned %zd", want, n);
-		for (ssize_t i = 0; i < n; i++)
-			b->hist[buf[i]]++;
-		b->total += (size_t)n;
-		wd_tick();
-	}
-	free(buf);
-	TCHECK(pp_close(b->h) == 0);
-	return NULL;
-}
-
-static void big_writes(void)
-{
-	enum { NW = 4 };
-	struct big *b = calloc(NW + 1, sizeof *b);
-	pthread_t th[NW + 1];
-	struct pp_end *e[2];
-	if (!b)
-		abort();
-	CHECK_EQ(pp_pipe(e, PP_NOSIGPIPE), 0);
-	for (int i = 0; i <= NW; i++) {
-		b[i].h = pp_dup(e[i < NW ? 1 : 0]);
-		CHECK(b[i].h != NULL);
-		b[i].seed = new_seed();
-		b[i].target = scaled(8L << 20);
-	}
-	CHECK_EQ(pp_close(e[0]), 0);
-	CHECK_EQ(pp_close(e[1]), 0);
-	for (int i = 0; i <= NW; i++)
-		start_thread(&th[i], i < NW ? big_writer : big_reader, &b[i]);
-	for (int i = 0; i <= NW; i++)
-		join_thread(th[i]);
-
-	unsigned long long wtot = 0, wsum = 0, rsum = 0;
-	int hist_ok = 1;
-	for (int v = 0; v < 256; v++) {
-		unsigned long long w = 0;
-		for (int i = 0; i < NW; i++)
-			w += b[i].hist[v];
-		wsum += w * (unsigned)v;
-		rsum += b[NW].hist[v] * (unsigned)v;
-		if (w != b[NW].hist[v])
-			hist_ok = 0;
-	}
-	for (int i = 0; i < NW; i++)
-		wtot += b[i].total;
-	CHECK(wtot >= (unsigned long long)NW * (unsigned long long)b[0].target);
-	CHECK_EQ(b[NW].total, wtot);
-	CHECK_EQ(rsum, wsum);
-	CHECK(hist_ok);
-	free(b);
-	case_end();
-}
-
-/* ------------------------------------------------------------------ */
-/* Close races                                                         */
-
-struct sleeper {
-	struct pp_end *h;
-	atomic_int *started;
-	size_t len;
-	ssize_t ret;
-	int err;
-};
-
-static void *eof_reader(void *arg)
-{
-	struct sleeper *c = arg;
-	unsigned char b;
-	atomic_fetch_add(c->started, 1);
-	errno = 0;
-	c->ret = pp_read(c->h, &b, 1);
-	c->err = errno;
-	wd_tick();
-	return NULL;
-}
-
-/* Last writer closes (through 1-3 handles) while 1-8 readers sleep. */
-static void close_eof_race(void)
-{
-	long iters = scaled(240);
-	uint64_t s = new_seed();
-	for (long it = 0; it < iters; it++) {
-		int n = 1 + (int)(it % 8);
-		int k = (it / 8) % 2 ? (int)rnd(&s, (size_t)n) : 0; /* bytes first */
-		int nd = 1 + (int)rnd(&s, 3);
-		struct pp_end *e[2], *w[3];
-		struct sleeper c[8];
-		pthread_t th[8];
-		atomic_int started = 0;
-		if (pp_pipe(e, PP_NOSIGPIPE) != 0) {
-			CHECK(!"pp_pipe");
-			return;
-		}
-		w[0] = e[1];
-		for (int d = 1; d < nd; d++) {
-			w[d] = pp_dup(e[1]);
-			CHECK(w[d] != NULL);
-		}
-		for (int i = 0; i < n; i++) {
-			c[i] = (struct sleeper){e[0], &started, 1, -2, 0};
-			start_thread(&th[i], eof_reader, &c[i]);
-		}
-		wait_count(&started, n);
-		jitter(&s, 2000);
-		for (int i = 0; i < k; i++) {
-			unsigned char b = (unsigned char)i;
-			CHECK_EQ(pp_write(w[rnd(&s, (size_t)nd)], &b, 1), 1);
-		}
-		for (int d = 0; d < nd; d++)
-			CHECK_EQ(pp_close(w[d]), 0);
-		int got1 = 0, got0 = 0;
-		for (int i = 0; i < n; i++) {
-			join_thread(th[i]);
-			if (c[i].ret == 1)
-				got1++;
-			else if (c[i].ret == 0)
-				got0++;
-			else
-				fprintf(stderr, "iteration %ld: reader %d got %zd errno %d\n",
-				        it, i, c[i].ret, c[i].err);
-		}
-		if (got1 != k || got0 != n - k) {
-			fprintf(stderr, "iteration %ld: %d readers, %d bytes written "
-			        "before close: %d got a byte, %d got EOF\n", it, n, k, got1,
-			        got0);
-			CHECK(!"wrong mix of bytes and end of file");
-		}
-		unsigned char b;
-		CHECK_EQ(pp_read(e[0], &b, 1), 0);
-		CHECK(pp_events(e[0]) & POLLHUP);
-		CHECK_EQ(pp_close(e[0]), 0);
-		wd_tick();
-		if (t_case_failed)
-			break;
-	}
-	case_end();
-}
-
-static void *epipe_writer(void *arg)
-{
-	struct sleeper *c = arg;
-	unsigned char buf[8192];
-	memset(buf, 0x5a, sizeof buf);
-	atomic_fetch_add(c->started, 1);
-	errno = 0;
-	c->ret = pp_write(c->h, buf, c->len);
-	c->err = errno;
-	wd_tick();
-	return NULL;
-}
-
-/* A thread that makes one call on a handle (pp_close, pp_fd) as soon as
- * the starting gate opens, racing the others. */
-struct gated {
-	int (*call)(struct pp_end *);
-	struct pp_end *h;
-	atomic_int *go, *ready;
-	int ret;
-};
-
-static void *gated_main(void *arg)
-{
-	struct gated *c = arg;
-	gate(c->ready, c->go);
-	c->ret = c->call(c->h);
-	return NULL;
-}
-
-/* Last reader closes (1-3 handles, concurrently) while 1-8 writers sleep. */
-static void close_epipe_race(void)
-{
-	long iters = scaled(240);
-	uint64_t s = new_seed();
-	for (long it = 0; it < iters; it++) {
-		int n = 1 + (int)(it % 8);
-		int nd = 1 + (int)rnd(&s, 3);
-		long size = rnd(&s, 2) ? 4096 : 65536;
-		struct pp_end *e[2];
-		struct sleeper c[8];
-		struct gated cl[3];
-		pthread_t th[8], ct[3];
-		atomic_int started = 0, go = 0, ready = 0;
-		unsigned char page[4096];
-		if (pp_pipe(e, PP_NOSIGPIPE) != 0) {
-			CHECK(!"pp_pipe");
-			return;
-		}
-		CHECK_EQ(pp_setsize(e[0], (size_t)size), size);
-		memset(page, 0xa5, sizeof page);
-		for (long f = 0; f < size / 4096; f++)
-			CHECK_EQ(pp_write(e[1], page, 4096), 4096);
-		CHECK_EQ(pp_nread(e[1]), size);
-		for (int d = 0; d < nd; d++) {
-			cl[d] = (struct gated){pp_close, d ? pp_dup(e[0]) : e[0], &go, &ready, -2};
-			CHECK(cl[d].h != NULL);
-		}
-		for (int i = 0; i < n; i++) {
-			c[i] = (struct sleeper){e[1], &started, 1 + rnd(&s, 8192), -2, 0};
-			start_thread(&th[i], epipe_writer, &c[i]);
-		}
-		for (int d = 0; d < nd; d++)
-			start_thread(&ct[d], gated_main, &cl[d]);
-		while (atomic_load(&started) < n || atomic_load(&ready) < nd)
-			sched_yield();
-		jitter(&s, 2000);
-		atomic_store(&go, 1);
-		for (int d = 0; d < nd; d++) {
-			join_thread(ct[d]);
-			CHECK_EQ(cl[d].ret, 0);
-		}
-		for (int i = 0; i < n; i++) {
-			join_thread(th[i]);
-			if (c[i].ret != -1 || c[i].err != EPIPE) {
-				fprintf(stderr, "iteration %ld: writer %d of %d (write of %zu "
-				        "on a full pipe) got %zd errno %d, want -1 EPIPE\n", it,
-				        i, n, c[i].len, c[i].ret, c[i].err);
-				CHECK(!"sleeping writer did not get EPIPE");
-			}
-		}
-		CHECK_ERR(pp_write(e[1], page, 1), EPIPE);
-		CHECK(pp_events(e[1]) & POLLERR);
-		CHECK_EQ(pp_close(e[1]), 0);
-		wd_tick();
-		if (t_case_failed)
-			break;
-	}
-	case_end();
-}
-
-struct duper {
-	struct pp_end *r, *w;
-	atomic_int *go, *ready;
-	size_t wrote;
-	uint64_t seed;
-	int rc;
-};
-
-static void *duper_main(void *arg)
-{
-	struct duper *c = arg;
-	uint64_t s = c->seed;
-	unsigned char buf[128];
-	size_t len = 1 + rnd(&s, sizeof buf);
-	memset(buf, 0x33, sizeof buf);
-	ssize_t n = pp_write(c->w, buf, len);
-	if (n != (ssize_t)len)
-		TFAIL("write of %zu returned %zd (errno %d)", len, n, errno);
-	else
-		c->wrote = len;
-	gate(c->ready, c->go);
-	/* dup and close in a burst, racing the other threads doing the same */
-	for (int i = 0; i < 4; i++) {
-		struct pp_end *d = pp_dup(rnd(&s, 2) ? c->r : c->w);
-		if (!d)
-			TFAIL("pp_dup failed (errno %d)", errno);
-		else if (pp_close(d) != 0)
-			TFAIL("pp_close of a dup failed (errno %d)", errno);
-	}
-	if (rnd(&s, 2)) {
-		c->rc = pp_close(c->w) | pp_close(c->r);
-	} else {
-		c->rc = pp_close(c->r) | pp_close(c->w);
-	}
-	return NULL;
-}
-
-struct observer {
-	struct pp_end *h;
-	unsigned long long total;
-	int err;
-};
-
-static void *observer_main(void *arg)
-{
-	struct observer *o = arg;
-	unsigned char buf[300];
-	for (;;) {
-		ssize_t n = pp_read(o->h, buf, 1 + (size_t)(o->total % sizeof buf));
-		if (n <= 0) {
-			o->err = n < 0 ? errno : 0;
-			break;
-		}
-		o->total += (size_t)n;
-		wd_tick();
-	}
-	TCHECK(pp_close(o->h) == 0);
-	return NULL;
-}
-
-/* Many threads close dup'd handles of both ends at once. */
-static void close_dup_race(void)
-{
-	long iters = scaled(200);
-	uint64_t s = new_seed();
-	for (long it = 0; it < iters; it++) {
-		int k = 2 + (int)rnd(&s, 5);
-		struct pp_end *e[2];
-		struct duper d[6];
-		struct observer o = {0};
-		pthread_t th[6], ot;
-		atomic_int go = 0, ready = 0;
-		if (pp_pipe(e, PP_NOSIGPIPE) != 0) {
-			CHECK(!"pp_pipe");
-			return;
-		}
-		o.h = pp_dup(e[0]);
-		CHECK(o.h != NULL);
-		for (int i = 0; i < k; i++) {
-			d[i] = (struct duper){pp_dup(e[0]), pp_dup(e[1]), &go, &ready, 0,
-			                      new_seed(), -2};
-			CHECK(d[i].r && d[i].w);
-			start_thread(&th[i], duper_main, &d[i]);
-		}
-		start_thread(&ot, observer_main, &o);
-		wait_count(&ready, k);
-		atomic_store(&go, 1);
-		/* the originals go in the same burst */
-		CHECK_EQ(pp_close(e[1]), 0);
-		CHECK_EQ(pp_close(e[0]), 0);
-		unsigned long long want = 0;
-		for (int i = 0; i < k; i++) {
-			join_thread(th[i]);
-			CHECK_EQ(d[i].rc, 0);
-			want += d[i].wrote;
-		}
-		join_thread(ot);
-		CHECK_EQ(o.err, 0);
-		CHECK_EQ(o.total, want);
-		wd_tick();
-		if (t_case_failed)
-			break;
-	}
-	case_end();
-}
-
-/* ------------------------------------------------------------------ */
-/* pp_fd's first call, from many threads at once                       */
-
-/*
- * pp_fd() makes its descriptor on the first call: racing first calls on an
- * end must all get the same one, and none may leak once the pipe is gone.
- */
-static void fd_first_call_race(void)
-{
-	long iters = scaled(200);
-	int before = tp_count_fds();
-	for (long it = 0; it < iters && !t_case_failed; it++) {
-		struct pp_end *e[2];
-		struct gated c[6]; /* ret: the descriptor */
-		pthread_t th[6];
-		atomic_int go = 0, ready = 0;
-		CHECK_EQ(pp_pipe(e, PP_NOSIGPIPE), 0);
-		for (int i = 0; i < 6; i++) {
-			c[i] = (struct gated){pp_fd, e[i % 2], &go, &ready, -2};
-			start_thread(&th[i], gated_main, &c[i]);
-		}
-		wait_count(&ready, 6);
-		atomic_store(&go, 1);
-		for (int i = 0; i < 6; i++)
-			join_thread(th[i]);
-		for (int i = 0; i < 6; i++) {
-			CHECK(c[i].ret >= 0);
-			if (c[i].ret != c[i % 2].ret) {
-				fprintf(stderr, "iteration %ld: %s end: pp_fd gave %d and %d "
-				        "to racing first calls\n", it, i % 2 ? "write" : "read",
-				        c[i % 2].ret, c[i].ret);
-				CHECK(!"racing pp_fd calls got different descriptors");
-			}
-		}
-		CHECK(c[0].ret != c[1].ret);
-		CHECK_EQ(pp_fd(e[0]), c[0].ret);
-		CHECK_EQ(pp_close(e[0]), 0);
-		CHECK_EQ(pp_close(e[1]), 0);
-		wd_tick();
-	}
-	CHECK_EQ(tp_count_fds(), before);
-	case_end();
+	run_records(4, 1, 0, F_NONBLOCK | F_WRITEV | F_READV, t_scaled_san(2000), 0);
+	run_records(4, 3, 2048, F_NONBLOCK, t_scaled_san(1500), 8192);
 }
 
 int main(void)
 {
-	setvbuf(stderr, NULL, _IOLBF, 0);
-	init_scale();
-	wd_init();
-	g_seed = (uint64_t)time(NULL);
-	if (getenv("PP_STRESS_SEED"))
-		g_seed = strtoull(getenv("PP_STRESS_SEED"), NULL, 0);
-	fprintf(stderr, "stress: PP_STRESS_SEED=%llu scale %.2f\n",
-	        (unsigned long long)g_seed, g_scale);
-
-	CASE(records_stream);
-	CASE(records_fixed);
-	CASE(records_writev);
-	CASE(records_packet);
-	CASE(big_writes);
-	CASE(resize_race);
-	CASE(nonblock_poll);
-	CASE(close_eof_race);
-	CASE(close_epipe_race);
-	CASE(close_dup_race);
-	CASE(fd_first_call_race);
+	stress_start("stress_records");
+	RUN(records_stream);
+	RUN(records_fixed);
+	RUN(records_writev);
+	RUN(records_packet);
+	RUN(resize_race);
+	RUN(nonblock_poll);
 	return T_DONE();
 }
