@@ -97,10 +97,8 @@ int ppi_shm_reopen(int fd, int flags)
 
 /* ---- mapping -------------------------------------------------------------- */
 
-bool ppi_shm_map_to(struct ppi_shm *v, uint32_t page)
+bool ppi_shm_map_slow(struct ppi_shm *v, uint32_t page)
 {
-	if (likely(page < atomic_load_explicit(&v->mapped, memory_order_acquire)))
-		return true;
 	if (page >= PPI_SHM_MAX_PAGES)
 		return false;
 	pthread_mutex_lock(&v->mu);
@@ -377,12 +375,20 @@ unsigned ppi_shm_pages_get(struct ppi_shm *v, uint32_t *pages, unsigned n)
 	return got;
 }
 
-/* Keep at most the ring's capacity in idle pages; punch the rest out of
- * the data memfd (only a writable holder can; others leave it to one). */
+/* Idle pages kept beyond the ring's capacity: what one reader takes out
+ * of the ring to copy at a time (ring.c's BATCH_MAX).  Streaming through
+ * the pipe then never gives a page back to punch it and fault it in again:
+ * the ring and a writer's batch fit in the capacity (a writer fills at
+ * most the free slots), and a reader holds at most this many. */
+#define IDLE_SLACK 64u
+
+/* Keep at most the ring's capacity and the slack in idle pages; punch the
+ * rest out of the data memfd (only a writable holder can; others leave it
+ * to one). */
 static void idle_trim(struct ppi_shm *v)
 {
 	struct ppi_shm_hdr *hdr = v->hdr;
-	uint32_t keep = LOAD(v->ring->max_usage);
+	uint32_t keep = LOAD(v->ring->max_usage) + IDLE_SLACK;
 	while (v->data_rw && LOAD(hdr->idle_count) > keep) {
 		uint32_t p = page_pop(v, &hdr->idle_head, PPI_PAGE_IDLE);
 		if (!p)
@@ -432,34 +438,20 @@ void ppi_shm_pages_mark(struct ppi_shm *v, const uint32_t *pages, unsigned n, ui
 
 /* ---- checks --------------------------------------------------------------- */
 
-int ppi_shm_ring_check(struct ppi_shm *v, struct ppi_buf **bufs, uint32_t *mask)
+int ppi_shm_corrupt(struct ppi_shm *v)
 {
-	struct ppi_shm_hdr *hdr = v->hdr;
-	struct ppi_ring *r = v->ring;
-	if (LOAD(hdr->broken))
-		return EIO;
-	uint32_t geom = LOAD(hdr->geom);
-	uint32_t order = geom & 0xff;
-	if (order > 19 || (geom >> 9))
-		return broken(v);
-	uint32_t size = 1u << order;
-	uint32_t used = LOAD(r->head) - LOAD(r->tail);
-	uint32_t max = LOAD(r->max_usage);
-	if (used > size || !max || max > size || LOAD(r->reserved) > max)
-		return broken(v);
-	*bufs = ppi_shm_slots(v, geom >> 8);
-	*mask = size - 1;
-	return 0;
+	return broken(v);
 }
 
-bool ppi_shm_buf_ok(struct ppi_shm *v, const struct ppi_buf *b)
+bool ppi_shm_buf_bad(struct ppi_shm *v, const struct ppi_buf *b)
 {
-	if (b->page == 0 || b->page >= LOAD(v->hdr->data_pages) || !ppi_shm_map_to(v, b->page) ||
-	    b->offset > PP_PAGE_SIZE || b->len > PP_PAGE_SIZE - b->offset ||
-	    (b->flags >> PPI_BUF_KIND_SHIFT) != PPI_KIND_ANON) {
-		broken(v);
+	/* The fast check in shm.h failed: maybe the page is one another
+	 * process added to the data memory since we mapped. */
+	if (b->page != 0 && b->page < LOAD(v->hdr->data_pages) && ppi_shm_map_to(v, b->page) &&
+	    b->offset <= PP_PAGE_SIZE && b->len <= PP_PAGE_SIZE - b->offset &&
+	    (b->flags >> PPI_BUF_KIND_SHIFT) == PPI_KIND_ANON)
 		return false;
-	}
+	broken(v);
 	return true;
 }
 
@@ -556,7 +548,7 @@ static void rebuild(struct ppi_shm *v)
 unsigned ppi_shm_reap(struct ppi_shm *v, bool force)
 {
 	struct ppi_shm_hdr *hdr = v->hdr;
-	uint64_t now = ppi_now_ns();
+	uint64_t now = coarse_ns();
 	if (!force && now - LOAD(hdr->reaped_ns) < REAP_EVERY_NS)
 		return 0;
 	atomic_store_explicit(&hdr->reaped_ns, now, RELAXED);
@@ -659,6 +651,27 @@ bool ppi_shm_side_gone(struct ppi_shm *v, int side, bool now)
 		return false; /* we hold that side ourselves */
 	struct pollfd p = { .fd = fd, .events = POLLIN };
 	return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));
+}
+
+unsigned ppi_shm_look_slow(struct ppi_shm *v, bool now)
+{
+	uint64_t t = coarse_ns();
+	if (!now && t - LOAD(v->checked_ns) < CHECK_EVERY_NS)
+		return 0;
+	atomic_store_explicit(&v->checked_ns, t, RELAXED);
+	/* Writers gone: D's read end hangs up; readers gone: R's read end.
+	 * We hold the one of the side we do not hold ourselves. */
+	struct pollfd p[2];
+	nfds_t n = 0;
+	if (v->d_rd >= 0)
+		p[n++] = (struct pollfd){ .fd = v->d_rd, .events = POLLIN };
+	if (v->r_rd >= 0)
+		p[n++] = (struct pollfd){ .fd = v->r_rd, .events = POLLIN };
+	bool gone = false;
+	if (n && poll(p, n, 0) > 0)
+		for (nfds_t i = 0; i < n; i++)
+			gone |= (p[i].revents & (POLLHUP | POLLERR)) != 0;
+	return ppi_shm_reap(v, gone);
 }
 
 /* Empty a readiness pipe without blocking. */

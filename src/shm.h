@@ -127,6 +127,7 @@ struct ppi_shm {
 	dev_t dev;                 /* the ctl memfd's identity, to find a view */
 	ino_t ino;
 	_Atomic uint64_t checked_ns; /* last look at the tokens */
+	uint32_t ticks;            /* lock holds by this process (ppi_shm_look) */
 	bool dead;                 /* a fork could not give the child a holder */
 	pthread_mutex_t mu;        /* guards the fields above that change */
 	struct ppi_shm *next;      /* the process's list of views */
@@ -186,12 +187,43 @@ static inline void ppi_shm_unlock(struct ppi_shm *v)
 		ppi_futex_wake_shared(&v->hdr->lock, 1);
 }
 
+/* Mark the pipe broken: every call on it fails from now on.  EIO. */
+int ppi_shm_corrupt(struct ppi_shm *v);
+bool ppi_shm_buf_bad(struct ppi_shm *v, const struct ppi_buf *b);
+
 /* Under the lock: check the ring's indices against the view, and give the
- * slot array and mask to use.  0 or EIO. */
-int ppi_shm_ring_check(struct ppi_shm *v, struct ppi_buf **bufs, uint32_t *mask);
+ * slot array and mask to use.  0 or EIO.  Inline: every call does it. */
+static inline int ppi_shm_ring_check(struct ppi_shm *v, struct ppi_buf **bufs, uint32_t *mask)
+{
+	struct ppi_shm_hdr *hdr = v->hdr;
+	struct ppi_ring *r = v->ring;
+	if (unlikely(LOAD(hdr->broken)))
+		return EIO;
+	uint32_t geom = LOAD(hdr->geom);
+	uint32_t order = geom & 0xff;
+	if (unlikely(order > 19 || (geom >> 9)))
+		return ppi_shm_corrupt(v);
+	uint32_t size = 1u << order;
+	uint32_t used = LOAD(r->head) - LOAD(r->tail);
+	uint32_t max = LOAD(r->max_usage);
+	if (unlikely(used > size || !max || max > size || LOAD(r->reserved) > max))
+		return ppi_shm_corrupt(v);
+	*bufs = ppi_shm_slots(v, geom >> 8);
+	*mask = size - 1;
+	return 0;
+}
+
 /* Under the lock: a slot's buffer, checked (page mapped, bytes within the
- * page, a kind a shared ring holds).  false: corrupt. */
-bool ppi_shm_buf_ok(struct ppi_shm *v, const struct ppi_buf *b);
+ * page, a kind a shared ring holds).  false: corrupt (the pipe is broken). */
+static inline bool ppi_shm_buf_ok(struct ppi_shm *v, const struct ppi_buf *b)
+{
+	uint32_t mapped = atomic_load_explicit(&v->mapped, memory_order_acquire);
+	if (likely(b->page != 0 && b->page < mapped && b->offset <= PP_PAGE_SIZE &&
+	           b->len <= PP_PAGE_SIZE - b->offset &&
+	           (b->flags >> PPI_BUF_KIND_SHIFT) == PPI_KIND_ANON))
+		return true;
+	return !ppi_shm_buf_bad(v, b);
+}
 
 /* Pages, under the lock.  Take up to n pages, held by us: how many (fewer
  * when memory or the data memfd ran out).  Give held pages back; put
@@ -202,11 +234,29 @@ void ppi_shm_pages_mark(struct ppi_shm *v, const uint32_t *pages, unsigned n, ui
 
 /* Map data pages up to `page` if another process grew the data memfd.
  * false: the page is past the data memfd (corrupt index). */
-bool ppi_shm_map_to(struct ppi_shm *v, uint32_t page);
+bool ppi_shm_map_slow(struct ppi_shm *v, uint32_t page);
+static inline bool ppi_shm_map_to(struct ppi_shm *v, uint32_t page)
+{
+	return likely(page < atomic_load_explicit(&v->mapped, memory_order_acquire)) ||
+	       ppi_shm_map_slow(v, page);
+}
 
 /* Is side gone in every process (its token's other end hung up)?  Looks
  * at most every 100 ms unless `now` is set.  Needs no lock. */
 bool ppi_shm_side_gone(struct ppi_shm *v, int side, bool now);
+/* Under the lock, at most every 50 ms unless `now`: look at the other
+ * sides' tokens (one poll) and reap at once if one hung up, else at most
+ * once a second.  Returns what ppi_shm_reap does. */
+unsigned ppi_shm_look_slow(struct ppi_shm *v, bool now);
+static inline unsigned ppi_shm_look(struct ppi_shm *v, bool now)
+{
+	/* The clock is read once in 64 lock holds: a look costs a system
+	 * call, and a writer of small writes takes the lock millions of times
+	 * a second.  (ticks is the process's, counted under the lock.) */
+	if (likely(!now && (++v->ticks & 63)))
+		return 0;
+	return ppi_shm_look_slow(v, now);
+}
 /* Under the lock: reap dead holders, when forced or at most once a second.
  * The sides whose handles, in every process, reaping brought to zero (bit
  * per side): their other side's sleepers are owed a wake. */

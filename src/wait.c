@@ -95,8 +95,7 @@ int ppi_call_lock_shared(struct ppi_call *c)
 		ppi_shm_unlock(v);
 		return err;
 	}
-	bool gone = ppi_shm_side_gone(v, PPI_WRITE, false) | ppi_shm_side_gone(v, PPI_READ, false);
-	unsigned closed = ppi_shm_reap(v, gone);
+	unsigned closed = ppi_shm_look(v, false);
 	for (int side = 0; side < 2; side++)
 		if (closed & (1u << side))
 			ppi_call_owe(c, 1 - side, INT_MAX);
@@ -152,7 +151,7 @@ static int shared_sleep(struct ppi_call *c, int side, bool moved)
 		return lock_err;
 	shared_sleepers(c, side, -1);
 	if (err == ETIMEDOUT) {
-		unsigned closed = ppi_shm_reap(c->shm, ppi_shm_side_gone(c->shm, 1 - side, true));
+		unsigned closed = ppi_shm_look(c->shm, true);
 		for (int s = 0; s < 2; s++)
 			if (closed & (1u << s))
 				ppi_call_owe(c, 1 - s, INT_MAX);
