@@ -371,7 +371,9 @@ ssize_t pp_peek(struct pp_end *in, struct iovec *iov, int max);
 ssize_t pp_consume(struct pp_end *in, size_t n);
 
 /*
- * The page pool shared by all pipes of the process.  A page a pipe drains
+ * The page pool shared by all private pipes of the process (a PP_SHARED
+ * pipe's pages live in its own shared memory: see pp_shared_stats; the
+ * pool's bounds and counts do not include them).  A page a pipe drains
  * goes back to the pool, which keeps idle pages for reuse up to the room
  * left in the open pipes (pipe_pages - pages_in_use) or 64, whichever is
  * more, but never more than cache_max (default LONG_MAX: no bound beyond
