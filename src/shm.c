@@ -471,8 +471,8 @@ static void rebuild(struct ppi_shm *v)
 		broken(v);
 		return;
 	}
-	struct ppi_buf *bufs;
-	uint32_t mask;
+	struct ppi_buf *bufs = NULL;
+	uint32_t mask = 0;
 	if (ppi_shm_ring_check(v, &bufs, &mask))
 		return;
 	/* The ring's buffers: drop empty ones at the tail (a reader died
@@ -1009,8 +1009,8 @@ uint32_t ppi_shm_count(struct ppi_shm *v, uint32_t h, uint32_t d, int n)
 void ppi_shm_opened(struct ppi_shm *v)
 {
 	struct ppi_ring *r = v->ring;
-	struct ppi_buf *bufs;
-	uint32_t mask;
+	struct ppi_buf *bufs = NULL;
+	uint32_t mask = 0;
 	ppi_shm_reap(v, true);
 	if (LOAD(r->handles[PPI_READ]) || LOAD(r->handles[PPI_WRITE]) ||
 	    ppi_shm_ring_check(v, &bufs, &mask))
