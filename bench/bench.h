@@ -1,6 +1,7 @@
 /*
- * bench.h - what the benchmark programs (bench_core.c, bench_zerocopy.c)
- * have in common, so that each program holds only its own measurements.
+ * bench.h - what the benchmark programs (bench_core.c, bench_zerocopy.c,
+ * bench_procs.c) have in common, so that each program holds only its own
+ * measurements.
  *
  *   - the command line every benchmark takes: -q (quick: 1/16 of the work,
  *     at most 3 repetitions), -r REPS, -c CASE, plus a program's own flag
@@ -16,7 +17,10 @@
  *   - the data stream: a periodic pattern (bench_pattern), what the writer
  *     wrote at a stream position (expected), a writer of a whole stream
  *     (bench_write_stream) and a reader that drains a pipe checking every
- *     read against the pattern (bench_read_stream);
+ *     read against the pattern (bench_read_stream), both also over any
+ *     channel with read and write calls (struct bench_io: the _io
+ *     variants), and the zero-copy reader of a pagepipe (pp_peek, check in
+ *     place, pp_consume: bench_peek_stream);
  *   - the report: counting targets MET / MISSED (bench_result) and data
  *     errors, and the closing lines and exit status (bench_finish): lost or
  *     corrupted data exits 1, a missed target does not (a report, not a
@@ -46,7 +50,7 @@
 #define MiB (1024UL * KiB)
 #define MAX_REPS 15         /* -r's upper bound */
 #define SAMPLE_EVERY 16     /* sampled checks compare one read in this many in full */
-#define BENCH_MAX_VARIANTS 4 /* what bench_medians can alternate between */
+#define BENCH_MAX_VARIANTS 6 /* what bench_medians can alternate between */
 
 static void die(const char *what) __attribute__((noreturn, unused));
 static void die(const char *what)
@@ -251,15 +255,57 @@ static inline int check(const unsigned char *p, size_t n, unsigned long long pos
 	return memcmp(p, want, n) != 0;
 }
 
-/* Write stream bytes [0, total) in writes of up to wsize; 0, or an errno. */
+/*
+ * A channel the stream helpers use: read and write as read(2) and write(2)
+ * do (a count, or -1 with errno).  struct tp is one (bench_tp_io); a
+ * program may bring others (bench_procs.c's rings in shared memory).
+ */
+struct bench_io {
+	ssize_t (*read)(void *ctx, void *buf, size_t n);
+	ssize_t (*write)(void *ctx, const void *buf, size_t n);
+	void *ctx;
+};
+
+static inline ssize_t bench_tp_read(void *p, void *buf, size_t n)
+{
+	return tp_read(p, buf, n);
+}
+
+static inline ssize_t bench_tp_write(void *p, const void *buf, size_t n)
+{
+	return tp_write(p, buf, n);
+}
+
+static inline struct bench_io bench_tp_io(struct tp *p)
+{
+	struct bench_io io = { bench_tp_read, bench_tp_write, p };
+	return io;
+}
+
+/* Write stream bytes [0, total) in writes of up to wsize, each again after
+ * a short count or EINTR until whole; 0, or an errno. */
+static inline int bench_write_stream_io(const struct bench_io *io, unsigned long long total,
+                                        size_t wsize)
+{
+	for (unsigned long long pos = 0; pos < total;) {
+		size_t n = total - pos < wsize ? (size_t)(total - pos) : wsize;
+		const unsigned char *p = expected(pos);
+		for (size_t done = 0; done < n;) {
+			ssize_t r = io->write(io->ctx, p + done, n - done);
+			if (r < 0 && errno != EINTR)
+				return errno;
+			if (r > 0)
+				done += (size_t)r;
+		}
+		pos += n;
+	}
+	return 0;
+}
+
 static inline int bench_write_stream(struct tp *p, unsigned long long total, size_t wsize)
 {
-	int err = 0;
-	for (unsigned long long pos = 0; pos < total && !err; pos += wsize) {
-		size_t n = total - pos < wsize ? (size_t)(total - pos) : wsize;
-		err = tp_write_all(p, expected(pos), n);
-	}
-	return err;
+	struct bench_io io = bench_tp_io(p);
+	return bench_write_stream_io(&io, total, wsize);
 }
 
 /* What a reader of the stream got. */
@@ -270,16 +316,17 @@ struct rx {
 	int err;                   /* errno of a failed read, or 0 */
 };
 
-/* Read p to its end of file with a bufsize buffer, checking every read
+/* Read io to its end of file with a bufsize buffer, checking every read
  * against the stream (sampled, or in full), into *rx. */
-static inline void bench_read_stream(struct tp *p, size_t bufsize, int sample, struct rx *rx)
+static inline void bench_read_stream_io(const struct bench_io *io, size_t bufsize, int sample,
+                                        struct rx *rx)
 {
 	unsigned char *buf = malloc(bufsize);
 	unsigned long long pos = 0;
 	if (!buf)
 		die("malloc");
 	for (;;) {
-		ssize_t r = tp_read(p, buf, bufsize);
+		ssize_t r = io->read(io->ctx, buf, bufsize);
 		if (r == 0)
 			break;
 		if (r < 0) {
@@ -294,6 +341,46 @@ static inline void bench_read_stream(struct tp *p, size_t bufsize, int sample, s
 	rx->t1 = t_now();
 	rx->received = pos;
 	free(buf);
+}
+
+static inline void bench_read_stream(struct tp *p, size_t bufsize, int sample, struct rx *rx)
+{
+	struct bench_io io = bench_tp_io(p);
+	bench_read_stream_io(&io, bufsize, sample, rx);
+}
+
+/* The zero-copy reader: drain the pagepipe end `in` to its end of file
+ * with pp_peek (up to 64 segments), checking each segment in place against
+ * the stream (sampled, or in full; rx->reads counts segments), then
+ * pp_consume of what it peeked. */
+static inline void bench_peek_stream(struct pp_end *in, int sample, struct rx *rx)
+{
+	struct iovec iov[64];
+	unsigned long long pos = 0;
+	for (;;) {
+		ssize_t k = pp_peek(in, iov, 64);
+		if (k == 0)
+			break;
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			rx->err = errno;
+			break;
+		}
+		size_t got = 0;
+		for (ssize_t s = 0; s < k; s++) {
+			rx->bad += (unsigned long)check(iov[s].iov_base, iov[s].iov_len, pos + got,
+			                                rx->reads++, sample);
+			got += iov[s].iov_len;
+		}
+		if (pp_consume(in, got) != (ssize_t)got) {
+			rx->err = errno;
+			break;
+		}
+		pos += got;
+	}
+	rx->t1 = t_now();
+	rx->received = pos;
 }
 
 /* ---- the report ---------------------------------------------------------- */
