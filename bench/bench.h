@@ -17,10 +17,10 @@
  *   - the data stream: a periodic pattern (bench_pattern), what the writer
  *     wrote at a stream position (expected), a writer of a whole stream
  *     (bench_write_stream) and a reader that drains a pipe checking every
- *     read against the pattern (bench_read_stream), both also over any
- *     channel with read and write calls (struct bench_io: the _io
- *     variants), and the zero-copy reader of a pagepipe (pp_peek, check in
- *     place, pp_consume: bench_peek_stream);
+ *     read against the pattern (bench_read_stream), and the zero-copy
+ *     reader of a pagepipe (pp_peek, check in place, pp_consume:
+ *     bench_peek_stream), all three also over any channel with such calls
+ *     (struct bench_io: the _io variants);
  *   - the report: counting targets MET / MISSED (bench_result) and data
  *     errors, and the closing lines and exit status (bench_finish): lost or
  *     corrupted data exits 1, a missed target does not (a report, not a
@@ -50,7 +50,7 @@
 #define MiB (1024UL * KiB)
 #define MAX_REPS 15         /* -r's upper bound */
 #define SAMPLE_EVERY 16     /* sampled checks compare one read in this many in full */
-#define BENCH_MAX_VARIANTS 6 /* what bench_medians can alternate between */
+#define BENCH_MAX_VARIANTS 8 /* what bench_medians can alternate between */
 
 static void die(const char *what) __attribute__((noreturn, unused));
 static void die(const char *what)
@@ -257,12 +257,16 @@ static inline int check(const unsigned char *p, size_t n, unsigned long long pos
 
 /*
  * A channel the stream helpers use: read and write as read(2) and write(2)
- * do (a count, or -1 with errno).  struct tp is one (bench_tp_io); a
- * program may bring others (bench_procs.c's rings in shared memory).
+ * do (a count, or -1 with errno), and where the channel has an in-place
+ * reader (else NULL), peek and consume as pp_peek and pp_consume.  struct
+ * tp is one (bench_tp_io); a program may bring others (bench_procs.c's
+ * rings in shared memory).
  */
 struct bench_io {
 	ssize_t (*read)(void *ctx, void *buf, size_t n);
 	ssize_t (*write)(void *ctx, const void *buf, size_t n);
+	ssize_t (*peek)(void *ctx, struct iovec *iov, int max);
+	ssize_t (*consume)(void *ctx, size_t n);
 	void *ctx;
 };
 
@@ -276,9 +280,20 @@ static inline ssize_t bench_tp_write(void *p, const void *buf, size_t n)
 	return tp_write(p, buf, n);
 }
 
+static inline ssize_t bench_tp_peek(void *p, struct iovec *iov, int max)
+{
+	return pp_peek(((struct tp *)p)->e[0], iov, max);
+}
+
+static inline ssize_t bench_tp_consume(void *p, size_t n)
+{
+	return pp_consume(((struct tp *)p)->e[0], n);
+}
+
 static inline struct bench_io bench_tp_io(struct tp *p)
 {
-	struct bench_io io = { bench_tp_read, bench_tp_write, p };
+	struct bench_io io = { bench_tp_read, bench_tp_write, p->kernel ? NULL : bench_tp_peek,
+		               p->kernel ? NULL : bench_tp_consume, p };
 	return io;
 }
 
@@ -349,16 +364,16 @@ static inline void bench_read_stream(struct tp *p, size_t bufsize, int sample, s
 	bench_read_stream_io(&io, bufsize, sample, rx);
 }
 
-/* The zero-copy reader: drain the pagepipe end `in` to its end of file
- * with pp_peek (up to 64 segments), checking each segment in place against
- * the stream (sampled, or in full; rx->reads counts segments), then
- * pp_consume of what it peeked. */
-static inline void bench_peek_stream(struct pp_end *in, int sample, struct rx *rx)
+/* The in-place reader: drain io to its end of file with io->peek (up to
+ * 64 segments), checking each segment in place against the stream
+ * (sampled, or in full; rx->reads counts segments), then io->consume of
+ * what it peeked. */
+static inline void bench_peek_stream_io(const struct bench_io *io, int sample, struct rx *rx)
 {
 	struct iovec iov[64];
 	unsigned long long pos = 0;
 	for (;;) {
-		ssize_t k = pp_peek(in, iov, 64);
+		ssize_t k = io->peek(io->ctx, iov, 64);
 		if (k == 0)
 			break;
 		if (k < 0) {
@@ -373,7 +388,7 @@ static inline void bench_peek_stream(struct pp_end *in, int sample, struct rx *r
 			                                rx->reads++, sample);
 			got += iov[s].iov_len;
 		}
-		if (pp_consume(in, got) != (ssize_t)got) {
+		if (io->consume(io->ctx, got) != (ssize_t)got) {
 			rx->err = errno;
 			break;
 		}
@@ -381,6 +396,14 @@ static inline void bench_peek_stream(struct pp_end *in, int sample, struct rx *r
 	}
 	rx->t1 = t_now();
 	rx->received = pos;
+}
+
+/* The zero-copy reader of a pagepipe read end: pp_peek, pp_consume. */
+static inline void bench_peek_stream(struct pp_end *in, int sample, struct rx *rx)
+{
+	struct tp p = tp_of(in, NULL);
+	struct bench_io io = bench_tp_io(&p);
+	bench_peek_stream_io(&io, sample, rx);
 }
 
 /* ---- the report ---------------------------------------------------------- */

@@ -210,6 +210,34 @@ static ssize_t ring_read(void *ctx, void *buf, size_t n)
 	return (ssize_t)k;
 }
 
+/* As pp_peek: the unread bytes in place (one segment, two where they wrap);
+ * 0 at end of file. */
+static ssize_t ring_peek(void *ctx, struct iovec *iov, int max)
+{
+	struct ring *r = ctx;
+	ring_wait(r, 1);
+	uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+	uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
+	size_t k = (size_t)(h - t), at = (size_t)(t % RING_CAP);
+	size_t first = k < RING_CAP - at ? k : RING_CAP - at;
+	if (!k || max < 1)
+		return 0;
+	iov[0] = (struct iovec){ r->buf + at, first };
+	if (first == k || max < 2)
+		return 1;
+	iov[1] = (struct iovec){ r->buf, k - first };
+	return 2;
+}
+
+/* As pp_consume: release the first n unread bytes. */
+static ssize_t ring_consume(void *ctx, size_t n)
+{
+	struct ring *r = ctx;
+	atomic_store(&r->tail, atomic_load_explicit(&r->tail, memory_order_relaxed) + n);
+	ring_wake(r, 0);
+	return (ssize_t)n;
+}
+
 /* ---- the channels ------------------------------------------------------- */
 
 enum chan {
@@ -221,6 +249,7 @@ enum chan {
 	CH_EVENTFD,    /* eventfd(2): ping-pong only, 8-byte messages */
 	CH_RING_FUTEX, /* struct ring, sleeping on futexes */
 	CH_RING_SPIN,  /* struct ring, spinning */
+	CH_RING_PEEK,  /* the same, read in place: ring_peek, ring_consume */
 };
 
 static const char *const chan_name[] = {
@@ -232,7 +261,11 @@ static const char *const chan_name[] = {
 	[CH_EVENTFD] = "eventfd",
 	[CH_RING_FUTEX] = "ring in shm, futex",
 	[CH_RING_SPIN] = "ring in shm, spin",
+	[CH_RING_PEEK] = "ring in shm, spin, in-place reader",
 };
+
+/* The kinds whose reader takes the data in place. */
+#define IN_PLACE(kind) ((kind) == CH_PP_PEEK || (kind) == CH_RING_PEEK)
 
 /* One way from a writer to a reader. */
 struct chan_t {
@@ -272,11 +305,12 @@ static void chan_open(struct chan_t *c, enum chan kind)
 		break;
 	case CH_RING_FUTEX:
 	case CH_RING_SPIN:
+	case CH_RING_PEEK:
 		c->ring = mmap(NULL, sizeof *c->ring, PROT_READ | PROT_WRITE,
 		               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 		if (c->ring == MAP_FAILED)
 			die("mmap");
-		c->ring->spin = kind == CH_RING_SPIN;
+		c->ring->spin = kind != CH_RING_FUTEX;
 		break;
 	}
 }
@@ -284,7 +318,7 @@ static void chan_open(struct chan_t *c, enum chan kind)
 static struct bench_io chan_io(struct chan_t *c)
 {
 	if (c->ring)
-		return (struct bench_io){ ring_read, ring_write, c->ring };
+		return (struct bench_io){ ring_read, ring_write, ring_peek, ring_consume, c->ring };
 	return bench_tp_io(&c->p);
 }
 
@@ -403,8 +437,8 @@ static void stream_child(struct run *r, int who)
 		rep->werr = bench_write_stream_io(&io, r->total, r->wsize);
 		chan_done(c, 1);
 	} else {
-		if (c->kind == CH_PP_PEEK)
-			bench_peek_stream(c->p.e[0], 1, &rep->rx);
+		if (IN_PLACE(c->kind))
+			bench_peek_stream_io(&io, 1, &rep->rx);
 		else
 			bench_read_stream_io(&io, READ_BUF, 1, &rep->rx);
 		chan_done(c, 0);
@@ -517,6 +551,60 @@ static double run_memcpy(int variant, const void *ctx)
 	return (double)total / (t1 - t0);
 }
 
+struct pcase {
+	const char *name;
+	size_t wsize;                /* stream: bytes per write; 0: ping-pong */
+	unsigned long long amount;   /* bytes, or round trips, at scale 1 */
+	int n;                       /* variants; the first is the kernel pipe */
+	enum chan v[BENCH_MAX_VARIANTS];
+	double target[BENCH_MAX_VARIANTS]; /* least ratio to the kernel pipe, or 0 */
+};
+
+struct case_run {
+	const struct pcase *c;
+	unsigned long long amount; /* scaled */
+	double scale;
+};
+
+/* ---- the writer alone: the per-call bound ------------------------------ */
+
+/*
+ * One process writes the stream in writes of wsize into a pagepipe grown to
+ * 1 MiB, no reader running: a half-full batch at a time, drained between
+ * batches untimed (byte counts checked).  Bytes per second of the writes
+ * alone: what the writer's calls cost without a peer, a bound on the two
+ * process rate.  Variant 0 a PP_SHARED pipe, 1 a private one.
+ */
+static double run_alone(int variant, const void *ctx)
+{
+	const struct case_run *cr = ctx;
+	size_t w = cr->c->wsize;
+	unsigned char *buf = malloc(READ_BUF);
+	double spent = 0;
+	struct tp p;
+	if (!buf)
+		die("malloc");
+	if (tp_open(&p, 0, variant ? 0 : PP_SHARED) != 0)
+		die("pp_pipe");
+	if (tp_setsize(&p, 1, MiB) != (long)MiB)
+		die("pp_setsize");
+	for (unsigned long long pos = 0; pos < cr->amount;) {
+		unsigned long long end = pos + MiB / 2 < cr->amount ? pos + MiB / 2 : cr->amount;
+		size_t batch = (size_t)(end - pos);
+		double t0 = t_now();
+		for (; pos < end; pos += w)
+			if (tp_write(&p, expected(pos), w) != (ssize_t)w)
+				die("pp_write");
+		spent += t_now() - t0;
+		for (ssize_t r; batch > 0; batch -= (size_t)r)
+			if ((r = tp_read(&p, buf, READ_BUF)) <= 0 || (size_t)r > batch)
+				die("pp_read of a batch");
+	}
+	tp_close(&p);
+	free(buf);
+	return (double)cr->amount / spent;
+}
+
 /* ---- file | cat: real programs ------------------------------------------ */
 
 /*
@@ -601,6 +689,7 @@ static const char *const file_name[] = {
 
 struct file_case {
 	char path[64];            /* the file, as /proc/PID/fd/N (it is unlinked) */
+	const char *cat;          /* coreutils cat, found before the clock runs */
 	unsigned long long size;
 	int devnull;
 };
@@ -627,12 +716,13 @@ static pid_t spawn(char *const argv[], int in, int out, int keep)
 static double run_file(int variant, const void *ctx)
 {
 	const struct file_case *fc = ctx;
-	char self[] = "/proc/self/exe", cat[] = "cat", mode[] = "--cat", dash[] = "-";
+	char self[] = "/proc/self/exe", mode[] = "--cat", dash[] = "-", cat[32];
 	char path[64], from[32], into[32], bytes[32];
 	struct pp_end *e[2] = { NULL, NULL };
 	int fd[2];
 
 	snprintf(path, sizeof path, "%s", fc->path);
+	snprintf(cat, sizeof cat, "%s", fc->cat);
 	snprintf(bytes, sizeof bytes, "%llu", fc->size);
 	if (variant == F_PAGEPIPE) {
 		if (pp_pipe(e, PP_SHARED) != 0)
@@ -703,25 +793,13 @@ static int make_file(struct file_case *fc, unsigned long long size)
 	snprintf(fc->path, sizeof fc->path, "/proc/%d/fd/%d", (int)getpid(), fd);
 	if ((fc->devnull = open("/dev/null", O_WRONLY | O_CLOEXEC)) < 0)
 		die("/dev/null");
+	fc->cat = access("/usr/bin/cat", X_OK) == 0 ? "/usr/bin/cat"
+	          : access("/bin/cat", X_OK) == 0   ? "/bin/cat"
+	                                            : "cat";
 	return fd;
 }
 
 /* ---- driver ----------------------------------------------------------- */
-
-struct pcase {
-	const char *name;
-	size_t wsize;                /* stream: bytes per write; 0: ping-pong */
-	unsigned long long amount;   /* bytes, or round trips, at scale 1 */
-	int n;                       /* variants; the first is the kernel pipe */
-	enum chan v[BENCH_MAX_VARIANTS];
-	double target[BENCH_MAX_VARIANTS]; /* least ratio to the kernel pipe, or 0 */
-};
-
-struct case_run {
-	const struct pcase *c;
-	unsigned long long amount; /* scaled */
-	double scale;
-};
 
 static double run_case(int variant, const void *ctx)
 {
@@ -766,9 +844,10 @@ int main(int argc, char **argv)
 		return cat_main(argc, argv);
 
 	static const struct pcase cases[] = {
-		{ "write 64 KiB", 64 * KiB, 512 * MiB, 6,
-		  { CH_KERNEL, CH_PP, CH_PP_PEEK, CH_KERNEL_1M, CH_SOCKET, CH_RING_SPIN },
-		  { 0, 5, 10, 0, 0, 0 } },
+		{ "write 64 KiB", 64 * KiB, 512 * MiB, 7,
+		  { CH_KERNEL, CH_PP, CH_PP_PEEK, CH_KERNEL_1M, CH_SOCKET, CH_RING_SPIN,
+		    CH_RING_PEEK },
+		  { 0, 5, 10, 0, 0, 0, 0 } },
 		{ "write 64 B", 64, 24 * MiB, 4, { CH_KERNEL, CH_PP, CH_SOCKET, CH_RING_SPIN },
 		  { 0, 10, 0, 0 } },
 		{ "write 1 B", 1, 384 * KiB, 4, { CH_KERNEL, CH_PP, CH_SOCKET, CH_RING_SPIN },
@@ -826,6 +905,11 @@ int main(int argc, char **argv)
 			unsigned long long total = scaled(4096 * MiB, o.scale, 64 * KiB, 64 * KiB);
 			bench_medians(1, o.reps, o.scale, run_memcpy, &total, &cap);
 			row("memcpy 64 KiB, one thread (a cap)", cap, med[0], 0, 0);
+		} else if (c->wsize) {
+			double cap[2];
+			bench_medians(2, o.reps, o.scale, run_alone, &cr, cap);
+			row("pp_write alone, PP_SHARED (a cap)", cap[0], med[0], 0, 0);
+			row("pp_write alone, private pipe", cap[1], med[0], 0, 0);
 		}
 	}
 
