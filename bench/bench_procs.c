@@ -20,28 +20,38 @@
  *     reader takes the pages in place (pp_peek, check, pp_consume; target
  *     >= 10x the kernel pipe, which has no such reader), and for context a
  *     kernel pipe grown to 1 MiB (F_SETPIPE_SZ: what a program tuning a
- *     kernel pipe gets) and the copy bandwidth of memcpy of 64 KiB in one
- *     thread: every byte of a write is copied at least once (twice with
- *     pp_read), so no pipe moves 64 KiB writes faster than that, and
- *     "memcpy / kernel" caps the ratio any pipe can reach here.
+ *     kernel pipe gets).
  *
  *   ping-pong 1 B: latency.  The pinger writes a byte into one pipe, the
  *     echoer reads it and writes it back through a second pipe; round
  *     trips per second.  Target: a pagepipe round trip takes <= 1/3 of the
  *     kernel pipe's (ratio kernel time / pagepipe time >= 3).  For context
  *     the same over an eventfd pair (the cheapest kernel object that wakes
- *     a process), whose time is about what any pipe that puts its waiter
- *     to sleep pays, since the sleep and the wake-up are the cost.
+ *     a process: about what any channel that puts its waiter to sleep pays,
+ *     the sleep and the wake-up being the cost), and, where this program
+ *     was built with iceoryx's C binding, an iceoryx publisher and
+ *     subscriber each way, the echoer sleeping in a wait set (iceoryx.h;
+ *     this program starts iox-roudi for it).
  *
  *   Context in every case (no target): a unix socketpair (SOCK_STREAM, one
- *     direction per pair), and two rings of this program's own in shared
- *     memory, a reference for what user space can reach: one writer, one
- *     reader, a 64 KiB byte ring, head and tail counters, no lock, no
- *     pages, no EOF or EPIPE machinery, no checks against a hostile peer.
- *     "ring, futex" waits only on a futex word (never spins: the cost of a
- *     sleeping hand-off in user space); "ring, spin" never sleeps (spins,
- *     yielding the CPU every 256 pauses: the best case when both processes
- *     have a CPU, and what spinning costs when they must share one).
+ *     direction per pair), and a ring of this program's own in shared
+ *     memory, a reference for what user space can reach on this machine:
+ *     one writer, one reader, a 64 KiB byte ring, head and tail counters,
+ *     no lock, no pages, no EOF or EPIPE machinery, no checks against a
+ *     hostile peer.  "ring, spin" never sleeps (it spins, yielding the CPU
+ *     every 256 pauses: the best case when both processes have a CPU, and
+ *     what spinning costs when they must share one); at 64 KiB also with a
+ *     reader that checks in place, as pp_peek's; in ping-pong also "ring,
+ *     futex", which only sleeps on a futex word (never spins: a sleeping
+ *     hand-off in user space).
+ *
+ *   Caps: what bounds a case before the second process costs anything.
+ *     At 64 KiB, memcpy of 64 KiB in one thread (cache-hot): every byte is
+ *     copied at least once (twice with pp_read), so no pipe beats it.  At
+ *     64 B and 1 B, pp_write alone: one process writing the same stream
+ *     into a pagepipe grown to 1 MiB, drained between half-full batches
+ *     untimed, shared (the writer's own per-call cost) and private (the
+ *     same ring code without what sharing adds).
  *
  *   file | cat: what users run.  A program cannot write into a pagepipe, so
  *     the pagepipe side is this program as a cat: `bench_procs --cat FILE
@@ -61,7 +71,7 @@
  * and last byte of each read (each segment, for pp_peek) against its
  * position and compares one in 16 in full, and the byte count received must
  * equal the count written; each ping-pong echo is compared, and the echoer
- * must then see end of file.  coreutils cat checks nothing: that variant
+ * must then see end of file (but on an eventfd or iceoryx, which have none).  coreutils cat checks nothing: that variant
  * only sets the time to beat.  Lost or corrupted data, or a child that
  * does not exit 0, makes the program exit 1; a missed target does not (a
  * report, not a test).
@@ -96,6 +106,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "iceoryx.h"
 
 #define PERIOD 251            /* the stream pattern: byte p is p % PERIOD */
 #define READ_BUF (64 * KiB)   /* the streaming reader's buffer */
@@ -250,6 +261,7 @@ enum chan {
 	CH_RING_FUTEX, /* struct ring, sleeping on futexes */
 	CH_RING_SPIN,  /* struct ring, spinning */
 	CH_RING_PEEK,  /* the same, read in place: ring_peek, ring_consume */
+	CH_ICEORYX,    /* iceoryx publisher -> subscriber: ping-pong only (iceoryx.h) */
 };
 
 static const char *const chan_name[] = {
@@ -262,24 +274,35 @@ static const char *const chan_name[] = {
 	[CH_RING_FUTEX] = "ring in shm, futex",
 	[CH_RING_SPIN] = "ring in shm, spin",
 	[CH_RING_PEEK] = "ring in shm, spin, in-place reader",
+	[CH_ICEORYX] = "iceoryx (wait set)",
 };
 
 /* The kinds whose reader takes the data in place. */
 #define IN_PLACE(kind) ((kind) == CH_PP_PEEK || (kind) == CH_RING_PEEK)
 
+/* The kinds that have an end of file (the others: message counts). */
+#define HAS_EOF(kind) ((kind) != CH_EVENTFD && (kind) != CH_ICEORYX)
+
 /* One way from a writer to a reader. */
 struct chan_t {
 	enum chan kind;
-	struct tp p;       /* all but the rings; an eventfd is fd[0], a dup in fd[1] */
-	struct ring *ring; /* the rings: shared memory, mapped before the fork */
+	struct tp p;         /* all but rings and iceoryx; an eventfd: fd[0], a dup in fd[1] */
+	struct ring *ring;   /* the rings: shared memory, mapped before the fork */
+	unsigned long id;    /* iceoryx: the channel's name ... */
+	struct iox_end *iox; /* ... and, in a child, its end there */
 };
+
+static unsigned long chan_ids; /* channels opened so far */
 
 static void chan_open(struct chan_t *c, enum chan kind)
 {
 	memset(c, 0, sizeof *c);
 	c->kind = kind;
+	c->id = ++chan_ids;
 	c->p.fd[0] = c->p.fd[1] = -1;
 	switch (kind) {
+	case CH_ICEORYX:
+		break; /* made in the children: chan_attach */
 	case CH_KERNEL:
 	case CH_KERNEL_1M:
 		bench_open(&c->p, KERNEL);
@@ -319,6 +342,8 @@ static struct bench_io chan_io(struct chan_t *c)
 {
 	if (c->ring)
 		return (struct bench_io){ ring_read, ring_write, ring_peek, ring_consume, c->ring };
+	if (c->kind == CH_ICEORYX)
+		return (struct bench_io){ iox_read, iox_write, NULL, NULL, c->iox };
 	return bench_tp_io(&c->p);
 }
 
@@ -392,9 +417,20 @@ static void run_children(struct run *r, void (*child)(struct run *, int who))
 			close(go[1]);
 			for (int i = 0; i < r->nch; i++)
 				chan_drop(&r->ch[i], (who + i) % 2);
+			if (r->ch[0].kind == CH_ICEORYX) {
+				iox_join();
+				for (int i = 0; i < r->nch; i++)
+					r->ch[i].iox = iox_attach((int)getppid(), r->ch[i].id, (who + i + 1) % 2);
+				if (iox_connected() != 0)
+					_exit(4);
+			}
 			if (write(ready[1], b, 1) != 1 || read(go[0], b, 1) != 0)
 				_exit(3);
 			child(r, who);
+			if (r->ch[0].kind == CH_ICEORYX) {
+				iox_leave();
+				exit(0); /* iceoryx's exit handlers remove its sockets */
+			}
 			_exit(0);
 		}
 	}
@@ -487,8 +523,8 @@ static void pingpong_child(struct run *r, int who)
 				rep->eerr = errno;
 				break;
 			}
-		/* then end of file, once the pinger closed (an eventfd has none) */
-		rep->tail = r->ch[0].kind == CH_EVENTFD ? 0 : there.read(there.ctx, &in, 1);
+		/* then end of file, once the pinger closed */
+		rep->tail = HAS_EOF(r->ch[0].kind) ? there.read(there.ctx, &in, 1) : 0;
 		chan_done(&r->ch[1], 1);
 		chan_done(&r->ch[0], 0);
 	}
@@ -843,7 +879,7 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "--cat") == 0)
 		return cat_main(argc, argv);
 
-	static const struct pcase cases[] = {
+	static struct pcase cases[] = {
 		{ "write 64 KiB", 64 * KiB, 512 * MiB, 7,
 		  { CH_KERNEL, CH_PP, CH_PP_PEEK, CH_KERNEL_1M, CH_SOCKET, CH_RING_SPIN,
 		    CH_RING_PEEK },
@@ -881,7 +917,7 @@ int main(int argc, char **argv)
 	       "time; above 1 is better)\n");
 
 	for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
-		const struct pcase *c = &cases[ci];
+		struct pcase *c = &cases[ci];
 		double med[BENCH_MAX_VARIANTS];
 		char amt[48];
 
@@ -897,7 +933,10 @@ int main(int argc, char **argv)
 		}
 		printf("\n%s, %s per run\n", c->name, amt);
 		fflush(stdout);
+		if (!c->wsize && iox_start())
+			c->v[c->n++] = CH_ICEORYX; /* for context: no target */
 		bench_medians(c->n, o.reps, o.scale, run_case, &cr, med);
+		iox_stop();
 		for (int v = 0; v < c->n; v++)
 			row(chan_name[c->v[v]], med[v], med[0], !c->wsize, c->target[v]);
 		if (c->wsize == 64 * KiB) {
