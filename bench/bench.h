@@ -17,9 +17,9 @@
  *   - the data stream: a periodic pattern (bench_pattern), what the writer
  *     wrote at a stream position (expected), a writer of a whole stream
  *     (bench_write_stream) and a reader that drains a pipe checking every
- *     read against the pattern (bench_read_stream), and the zero-copy
- *     reader of a pagepipe (pp_peek, check in place, pp_consume:
- *     bench_peek_stream), all three also over any channel with such calls
+ *     read against the pattern (bench_read_stream; with no buffer it
+ *     reads in place, as bench_peek_stream does a pagepipe: pp_peek, check
+ *     in place, pp_consume), both also over any channel with such calls
  *     (struct bench_io: the _io variants);
  *   - the report: counting targets MET / MISSED (bench_result) and data
  *     errors, and the closing lines and exit status (bench_finish): lost or
@@ -63,8 +63,8 @@ static void die(const char *what)
 
 struct bench_opts {
 	/* the program says: */
-	const char *flags;      /* its own option letters without argument, e.g. "s" */
-	const char *flags_help; /* their help lines (after -q's), or "" */
+	const char *flags;      /* its own option letters without argument, e.g. "s", or NULL */
+	const char *flags_help; /* their help lines (after -q's), or NULL */
 	const char *case_help;  /* what follows "-c CASE  " in the help */
 	/* bench_options fills in: */
 	double scale; /* PP_BENCH_SCALE, divided by 16 with -q */
@@ -97,6 +97,10 @@ static inline void bench_options(struct bench_opts *o, int argc, char **argv)
 	const char *env = getenv("PP_BENCH_SCALE");
 	int opt;
 
+	if (!o->flags)
+		o->flags = "";
+	if (!o->flags_help)
+		o->flags_help = "";
 	o->scale = 1.0;
 	o->reps = 5;
 	o->quick = 0;
@@ -137,6 +141,31 @@ static inline void bench_options(struct bench_opts *o, int argc, char **argv)
 		if (o->reps > 3)
 			o->reps = 3;
 	}
+}
+
+/*
+ * A benchmark's start: parse the command line (bench_options), let a lost
+ * reader show up as EPIPE instead of killing the report, and print the
+ * report's first line, "NAME: pagepipe VERSIONWHAT, N CPUs" (WHAT starts
+ * with its separator: " vs ...", ", ...").
+ */
+static inline void bench_begin(struct bench_opts *o, int argc, char **argv, const char *name,
+                               const char *what)
+{
+	bench_options(o, argc, argv);
+	signal(SIGPIPE, SIG_IGN);
+	printf("%s: pagepipe %s%s, %ld CPUs\n", name, pp_version(), what,
+	       sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+/* How the figures are made, for the report's head: "median of N
+ * alternating runs, scale S", and " (quick)" with -q. */
+static inline const char *bench_how(const struct bench_opts *o)
+{
+	static char how[96];
+	snprintf(how, sizeof how, "median of %d alternating runs, scale %g%s", o->reps, o->scale,
+	         o->quick ? " (quick)" : "");
+	return how;
 }
 
 /* ---- repetitions and medians --------------------------------------------- */
@@ -331,27 +360,45 @@ struct rx {
 	int err;                   /* errno of a failed read, or 0 */
 };
 
-/* Read io to its end of file with a bufsize buffer, checking every read
- * against the stream (sampled, or in full), into *rx. */
+/*
+ * Read io to its end of file, checking every read against the stream
+ * (sampled, or in full) into *rx: with a bufsize buffer, or with bufsize 0
+ * in place: io->peek (up to 64 segments, each checked where it lies and
+ * counted as a read), then io->consume of what it peeked.
+ */
 static inline void bench_read_stream_io(const struct bench_io *io, size_t bufsize, int sample,
                                         struct rx *rx)
 {
-	unsigned char *buf = malloc(bufsize);
+	unsigned char *buf = bufsize ? malloc(bufsize) : NULL;
+	struct iovec iov[64];
 	unsigned long long pos = 0;
-	if (!buf)
+	if (bufsize && !buf)
 		die("malloc");
 	for (;;) {
-		ssize_t r = io->read(io->ctx, buf, bufsize);
-		if (r == 0)
+		ssize_t k = buf ? io->read(io->ctx, buf, bufsize) : io->peek(io->ctx, iov, 64);
+		if (k == 0)
 			break;
-		if (r < 0) {
+		if (k < 0) {
 			if (errno == EINTR)
 				continue;
 			rx->err = errno;
 			break;
 		}
-		rx->bad += (unsigned long)check(buf, (size_t)r, pos, rx->reads++, sample);
-		pos += (unsigned long long)r;
+		if (buf) {
+			iov[0] = (struct iovec){ buf, (size_t)k };
+			k = 1;
+		}
+		size_t got = 0;
+		for (ssize_t s = 0; s < k; s++) {
+			rx->bad += (unsigned long)check(iov[s].iov_base, iov[s].iov_len, pos + got,
+			                                rx->reads++, sample);
+			got += iov[s].iov_len;
+		}
+		if (!buf && io->consume(io->ctx, got) != (ssize_t)got) {
+			rx->err = errno;
+			break;
+		}
+		pos += got;
 	}
 	rx->t1 = t_now();
 	rx->received = pos;
@@ -364,46 +411,11 @@ static inline void bench_read_stream(struct tp *p, size_t bufsize, int sample, s
 	bench_read_stream_io(&io, bufsize, sample, rx);
 }
 
-/* The in-place reader: drain io to its end of file with io->peek (up to
- * 64 segments), checking each segment in place against the stream
- * (sampled, or in full; rx->reads counts segments), then io->consume of
- * what it peeked. */
-static inline void bench_peek_stream_io(const struct bench_io *io, int sample, struct rx *rx)
-{
-	struct iovec iov[64];
-	unsigned long long pos = 0;
-	for (;;) {
-		ssize_t k = io->peek(io->ctx, iov, 64);
-		if (k == 0)
-			break;
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			rx->err = errno;
-			break;
-		}
-		size_t got = 0;
-		for (ssize_t s = 0; s < k; s++) {
-			rx->bad += (unsigned long)check(iov[s].iov_base, iov[s].iov_len, pos + got,
-			                                rx->reads++, sample);
-			got += iov[s].iov_len;
-		}
-		if (io->consume(io->ctx, got) != (ssize_t)got) {
-			rx->err = errno;
-			break;
-		}
-		pos += got;
-	}
-	rx->t1 = t_now();
-	rx->received = pos;
-}
-
 /* The zero-copy reader of a pagepipe read end: pp_peek, pp_consume. */
 static inline void bench_peek_stream(struct pp_end *in, int sample, struct rx *rx)
 {
 	struct tp p = tp_of(in, NULL);
-	struct bench_io io = bench_tp_io(&p);
-	bench_peek_stream_io(&io, sample, rx);
+	bench_read_stream(&p, 0, sample, rx);
 }
 
 /* ---- the report ---------------------------------------------------------- */

@@ -473,10 +473,7 @@ static void stream_child(struct run *r, int who)
 		rep->werr = bench_write_stream_io(&io, r->total, r->wsize);
 		chan_done(c, 1);
 	} else {
-		if (IN_PLACE(c->kind))
-			bench_peek_stream_io(&io, 1, &rep->rx);
-		else
-			bench_read_stream_io(&io, READ_BUF, 1, &rep->rx);
+		bench_read_stream_io(&io, IN_PLACE(c->kind) ? 0 : READ_BUF, 1, &rep->rx);
 		chan_done(c, 0);
 	}
 }
@@ -892,27 +889,16 @@ int main(int argc, char **argv)
 		  { CH_KERNEL, CH_PP, CH_SOCKET, CH_EVENTFD, CH_RING_FUTEX, CH_RING_SPIN },
 		  { 0, 3, 0, 0, 0, 0 } },
 	};
-	struct bench_opts o = {
-		.flags = "",
-		.flags_help = "",
-		.case_help = "only the cases whose name contains CASE (\"64 KiB\", \"ping\", "
-		             "\"file\")",
-	};
+	struct bench_opts o = { .case_help = "only the cases whose name contains CASE "
+	                                     "(\"64 KiB\", \"ping\", \"file\")" };
 
-	bench_options(&o, argc, argv);
+	bench_begin(&o, argc, argv, "bench_procs",
+	            " (PP_SHARED) vs kernel pipe, writer process -> reader process");
 	bench_pattern(PERIOD, CAT_BUF, 0);
-	/* A lost reader must show up as EPIPE, not kill the report. */
-	signal(SIGPIPE, SIG_IGN);
 	rep = mmap(NULL, sizeof *rep, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (rep == MAP_FAILED)
 		die("mmap");
-
-	printf("bench_procs: pagepipe %s (PP_SHARED) vs kernel pipe, writer process -> "
-	       "reader process, %ld CPUs\n",
-	       pp_version(), sysconf(_SC_NPROCESSORS_ONLN));
-	printf("reader buffer 64 KiB, default 64 KiB capacity, median of %d alternating runs, "
-	       "scale %g%s\n",
-	       o.reps, o.scale, o.quick ? " (quick)" : "");
+	printf("reader buffer 64 KiB, default 64 KiB capacity, %s\n", bench_how(&o));
 	printf("ratio: to the kernel pipe of the same run (ping-pong: kernel time / this "
 	       "time; above 1 is better)\n");
 

@@ -977,19 +977,13 @@ int main(int argc, char **argv)
 		             "           fanout alone, file, memory",
 	};
 
-	bench_options(&o, argc, argv);
+	bench_begin(&o, argc, argv, "bench_zerocopy",
+	            ", zero-copy paths vs copying and vs the kernel");
 	sampled = o.set['s'];
 	/* A random pattern, so that no shifted or stale page can pass for the
 	 * right one; valid for chunks of up to 1 MiB. */
 	bench_pattern(PERIOD, MiB, 1);
-	/* A lost reader must show up as EPIPE, not kill the report. */
-	signal(SIGPIPE, SIG_IGN);
-
-	printf("bench_zerocopy: pagepipe %s, zero-copy paths vs copying and vs the kernel, "
-	       "%ld CPUs\n",
-	       pp_version(), sysconf(_SC_NPROCESSORS_ONLN));
-	printf("median of %d alternating runs, scale %g%s, readers compare %s\n\n", o.reps,
-	       o.scale, o.quick ? " (quick)" : "",
+	printf("%s, readers compare %s\n\n", bench_how(&o),
 	       sampled ? "1 segment in 16 (sampled)" : "every byte");
 	fflush(stdout);
 
