@@ -71,10 +71,10 @@
  * and last byte of each read (each segment, for pp_peek) against its
  * position and compares one in 16 in full, and the byte count received must
  * equal the count written; each ping-pong echo is compared, and the echoer
- * must then see end of file (but on an eventfd or iceoryx, which have none).  coreutils cat checks nothing: that variant
- * only sets the time to beat.  Lost or corrupted data, or a child that
- * does not exit 0, makes the program exit 1; a missed target does not (a
- * report, not a test).
+ * must then see end of file (but on an eventfd or iceoryx, which have
+ * none).  coreutils cat checks nothing: that variant only sets the time to
+ * beat.  Lost or corrupted data, or a child that does not exit 0, makes the
+ * program exit 1; a missed target does not (a report, not a test).
  *
  * Usage: bench_procs [-q] [-r REPS] [-c CASE]
  *   -q       quick mode (1/16 of the work, 3 repetitions): a smoke run
