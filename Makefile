@@ -103,6 +103,16 @@ BENCH_TOOLS := $(BUILD)/bench-tools/gen
 $(BUILD)/bench-tools/%: bench/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $<
+
+# bench_procs also times an iceoryx round trip where iceoryx's C binding is
+# installed (Debian: libiceoryx-binding-c-dev, and iceoryx for iox-roudi);
+# without it, it builds all the same and says it skipped that (iceoryx.h).
+ICEORYX_H := $(firstword $(wildcard /usr/include/iceoryx/v*/iceoryx_binding_c/runtime.h))
+ifneq ($(ICEORYX_H),)
+$(BUILD)/bench/bench_procs: CFLAGS_ALL += -DPP_BENCH_ICEORYX \
+  -isystem $(patsubst %/iceoryx_binding_c/runtime.h,%,$(ICEORYX_H))
+$(BUILD)/bench/bench_procs: LDLIBS_ALL += -liceoryx_binding_c
+endif
 # ---- end of benchmark helpers ---------------------------------------------
 
 bench: $(BENCHES) $(BENCH_TOOLS) $(TOOL)

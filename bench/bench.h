@@ -1,6 +1,7 @@
 /*
- * bench.h - what the benchmark programs (bench_core.c, bench_zerocopy.c)
- * have in common, so that each program holds only its own measurements.
+ * bench.h - what the benchmark programs (bench_core.c, bench_zerocopy.c,
+ * bench_procs.c) have in common, so that each program holds only its own
+ * measurements.
  *
  *   - the command line every benchmark takes: -q (quick: 1/16 of the work,
  *     at most 3 repetitions), -r REPS, -c CASE, plus a program's own flag
@@ -16,7 +17,10 @@
  *   - the data stream: a periodic pattern (bench_pattern), what the writer
  *     wrote at a stream position (expected), a writer of a whole stream
  *     (bench_write_stream) and a reader that drains a pipe checking every
- *     read against the pattern (bench_read_stream);
+ *     read against the pattern (bench_read_stream; with no buffer it
+ *     reads in place, as bench_peek_stream does a pagepipe: pp_peek, check
+ *     in place, pp_consume), both also over any channel with such calls
+ *     (struct bench_io: the _io variants);
  *   - the report: counting targets MET / MISSED (bench_result) and data
  *     errors, and the closing lines and exit status (bench_finish): lost or
  *     corrupted data exits 1, a missed target does not (a report, not a
@@ -46,7 +50,7 @@
 #define MiB (1024UL * KiB)
 #define MAX_REPS 15         /* -r's upper bound */
 #define SAMPLE_EVERY 16     /* sampled checks compare one read in this many in full */
-#define BENCH_MAX_VARIANTS 4 /* what bench_medians can alternate between */
+#define BENCH_MAX_VARIANTS 8 /* what bench_medians can alternate between */
 
 static void die(const char *what) __attribute__((noreturn, unused));
 static void die(const char *what)
@@ -59,8 +63,8 @@ static void die(const char *what)
 
 struct bench_opts {
 	/* the program says: */
-	const char *flags;      /* its own option letters without argument, e.g. "s" */
-	const char *flags_help; /* their help lines (after -q's), or "" */
+	const char *flags;      /* its own option letters without argument, e.g. "s", or NULL */
+	const char *flags_help; /* their help lines (after -q's), or NULL */
 	const char *case_help;  /* what follows "-c CASE  " in the help */
 	/* bench_options fills in: */
 	double scale; /* PP_BENCH_SCALE, divided by 16 with -q */
@@ -93,6 +97,10 @@ static inline void bench_options(struct bench_opts *o, int argc, char **argv)
 	const char *env = getenv("PP_BENCH_SCALE");
 	int opt;
 
+	if (!o->flags)
+		o->flags = "";
+	if (!o->flags_help)
+		o->flags_help = "";
 	o->scale = 1.0;
 	o->reps = 5;
 	o->quick = 0;
@@ -133,6 +141,31 @@ static inline void bench_options(struct bench_opts *o, int argc, char **argv)
 		if (o->reps > 3)
 			o->reps = 3;
 	}
+}
+
+/*
+ * A benchmark's start: parse the command line (bench_options), let a lost
+ * reader show up as EPIPE instead of killing the report, and print the
+ * report's first line, "NAME: pagepipe VERSIONWHAT, N CPUs" (WHAT starts
+ * with its separator: " vs ...", ", ...").
+ */
+static inline void bench_begin(struct bench_opts *o, int argc, char **argv, const char *name,
+                               const char *what)
+{
+	bench_options(o, argc, argv);
+	signal(SIGPIPE, SIG_IGN);
+	printf("%s: pagepipe %s%s, %ld CPUs\n", name, pp_version(), what,
+	       sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+/* How the figures are made, for the report's head: "median of N
+ * alternating runs, scale S", and " (quick)" with -q. */
+static inline const char *bench_how(const struct bench_opts *o)
+{
+	static char how[96];
+	snprintf(how, sizeof how, "median of %d alternating runs, scale %g%s", o->reps, o->scale,
+	         o->quick ? " (quick)" : "");
+	return how;
 }
 
 /* ---- repetitions and medians --------------------------------------------- */
@@ -251,15 +284,72 @@ static inline int check(const unsigned char *p, size_t n, unsigned long long pos
 	return memcmp(p, want, n) != 0;
 }
 
-/* Write stream bytes [0, total) in writes of up to wsize; 0, or an errno. */
+/*
+ * A channel the stream helpers use: read and write as read(2) and write(2)
+ * do (a count, or -1 with errno), and where the channel has an in-place
+ * reader (else NULL), peek and consume as pp_peek and pp_consume.  struct
+ * tp is one (bench_tp_io); a program may bring others (bench_procs.c's
+ * rings in shared memory).
+ */
+struct bench_io {
+	ssize_t (*read)(void *ctx, void *buf, size_t n);
+	ssize_t (*write)(void *ctx, const void *buf, size_t n);
+	ssize_t (*peek)(void *ctx, struct iovec *iov, int max);
+	ssize_t (*consume)(void *ctx, size_t n);
+	void *ctx;
+};
+
+static inline ssize_t bench_tp_read(void *p, void *buf, size_t n)
+{
+	return tp_read(p, buf, n);
+}
+
+static inline ssize_t bench_tp_write(void *p, const void *buf, size_t n)
+{
+	return tp_write(p, buf, n);
+}
+
+static inline ssize_t bench_tp_peek(void *p, struct iovec *iov, int max)
+{
+	return pp_peek(((struct tp *)p)->e[0], iov, max);
+}
+
+static inline ssize_t bench_tp_consume(void *p, size_t n)
+{
+	return pp_consume(((struct tp *)p)->e[0], n);
+}
+
+static inline struct bench_io bench_tp_io(struct tp *p)
+{
+	struct bench_io io = { bench_tp_read, bench_tp_write, p->kernel ? NULL : bench_tp_peek,
+		               p->kernel ? NULL : bench_tp_consume, p };
+	return io;
+}
+
+/* Write stream bytes [0, total) in writes of up to wsize, each again after
+ * a short count or EINTR until whole; 0, or an errno. */
+static inline int bench_write_stream_io(const struct bench_io *io, unsigned long long total,
+                                        size_t wsize)
+{
+	for (unsigned long long pos = 0; pos < total;) {
+		size_t n = total - pos < wsize ? (size_t)(total - pos) : wsize;
+		const unsigned char *p = expected(pos);
+		for (size_t done = 0; done < n;) {
+			ssize_t r = io->write(io->ctx, p + done, n - done);
+			if (r < 0 && errno != EINTR)
+				return errno;
+			if (r > 0)
+				done += (size_t)r;
+		}
+		pos += n;
+	}
+	return 0;
+}
+
 static inline int bench_write_stream(struct tp *p, unsigned long long total, size_t wsize)
 {
-	int err = 0;
-	for (unsigned long long pos = 0; pos < total && !err; pos += wsize) {
-		size_t n = total - pos < wsize ? (size_t)(total - pos) : wsize;
-		err = tp_write_all(p, expected(pos), n);
-	}
-	return err;
+	struct bench_io io = bench_tp_io(p);
+	return bench_write_stream_io(&io, total, wsize);
 }
 
 /* What a reader of the stream got. */
@@ -270,30 +360,62 @@ struct rx {
 	int err;                   /* errno of a failed read, or 0 */
 };
 
-/* Read p to its end of file with a bufsize buffer, checking every read
- * against the stream (sampled, or in full), into *rx. */
-static inline void bench_read_stream(struct tp *p, size_t bufsize, int sample, struct rx *rx)
+/*
+ * Read io to its end of file, checking every read against the stream
+ * (sampled, or in full) into *rx: with a bufsize buffer, or with bufsize 0
+ * in place: io->peek (up to 64 segments, each checked where it lies and
+ * counted as a read), then io->consume of what it peeked.
+ */
+static inline void bench_read_stream_io(const struct bench_io *io, size_t bufsize, int sample,
+                                        struct rx *rx)
 {
-	unsigned char *buf = malloc(bufsize);
+	unsigned char *buf = bufsize ? malloc(bufsize) : NULL;
+	struct iovec iov[64];
 	unsigned long long pos = 0;
-	if (!buf)
+	if (bufsize && !buf)
 		die("malloc");
 	for (;;) {
-		ssize_t r = tp_read(p, buf, bufsize);
-		if (r == 0)
+		ssize_t k = buf ? io->read(io->ctx, buf, bufsize) : io->peek(io->ctx, iov, 64);
+		if (k == 0)
 			break;
-		if (r < 0) {
+		if (k < 0) {
 			if (errno == EINTR)
 				continue;
 			rx->err = errno;
 			break;
 		}
-		rx->bad += (unsigned long)check(buf, (size_t)r, pos, rx->reads++, sample);
-		pos += (unsigned long long)r;
+		if (buf) {
+			iov[0] = (struct iovec){ buf, (size_t)k };
+			k = 1;
+		}
+		size_t got = 0;
+		for (ssize_t s = 0; s < k; s++) {
+			rx->bad += (unsigned long)check(iov[s].iov_base, iov[s].iov_len, pos + got,
+			                                rx->reads++, sample);
+			got += iov[s].iov_len;
+		}
+		if (!buf && io->consume(io->ctx, got) != (ssize_t)got) {
+			rx->err = errno;
+			break;
+		}
+		pos += got;
 	}
 	rx->t1 = t_now();
 	rx->received = pos;
 	free(buf);
+}
+
+static inline void bench_read_stream(struct tp *p, size_t bufsize, int sample, struct rx *rx)
+{
+	struct bench_io io = bench_tp_io(p);
+	bench_read_stream_io(&io, bufsize, sample, rx);
+}
+
+/* The zero-copy reader of a pagepipe read end: pp_peek, pp_consume. */
+static inline void bench_peek_stream(struct pp_end *in, int sample, struct rx *rx)
+{
+	struct tp p = tp_of(in, NULL);
+	bench_read_stream(&p, 0, sample, rx);
 }
 
 /* ---- the report ---------------------------------------------------------- */

@@ -246,23 +246,11 @@ int main(int argc, char **argv)
 		{ "ping-pong 1 B", 0, 50000, 1 },
 	};
 	int ncases = (int)(sizeof cases / sizeof cases[0]);
-	struct bench_opts o = {
-		.flags = "",
-		.flags_help = "",
-		.case_help = "only the cases whose name contains CASE",
-	};
+	struct bench_opts o = { .case_help = "only the cases whose name contains CASE" };
 
-	bench_options(&o, argc, argv);
+	bench_begin(&o, argc, argv, "bench_core", " vs kernel pipe, writer thread -> reader thread");
 	bench_pattern(PERIOD, MAX_WRITE, 0);
-	/* A lost reader must show up as EPIPE, not kill the report. */
-	signal(SIGPIPE, SIG_IGN);
-
-	printf("bench_core: pagepipe %s vs kernel pipe, writer thread -> reader "
-	       "thread, %ld CPUs\n",
-	       pp_version(), sysconf(_SC_NPROCESSORS_ONLN));
-	printf("reader buffer 64 KiB, default 64 KiB capacity, median of %d "
-	       "alternating runs, scale %g%s\n\n",
-	       o.reps, o.scale, o.quick ? " (quick)" : "");
+	printf("reader buffer 64 KiB, default 64 KiB capacity, %s\n\n", bench_how(&o));
 	printf("%-14s %-11s %20s %20s %8s %7s %s\n", "case", "amount", "kernel",
 	       "pagepipe", "ratio", "target", "result");
 	fflush(stdout);

@@ -365,10 +365,9 @@ struct fan {
 	unsigned long long total;
 	pthread_barrier_t start;
 	pthread_barrier_t *stall; /* part 4: readers wait here before reading */
-	double t0, t1[MAX_READERS];
-	unsigned long long received[MAX_READERS];
-	unsigned long segs[MAX_READERS], bad[MAX_READERS];
-	int werr, derr, rerr[MAX_READERS];
+	double t0;
+	struct rx rx[MAX_READERS]; /* each reader's (reads: segments) */
+	int werr, derr;
 };
 
 struct reader_arg {
@@ -433,38 +432,12 @@ static void *fan_reader(void *arg)
 {
 	struct reader_arg *ra = arg;
 	struct fan *f = ra->f;
-	int i = ra->i;
-	struct iovec iov[PEEK_SEGS];
-	unsigned long long pos = 0;
 
 	if (f->stall)
 		pthread_barrier_wait(f->stall);
 	else
 		pthread_barrier_wait(&f->start);
-	for (;;) {
-		ssize_t k = pp_peek(f->out[i][0], iov, PEEK_SEGS);
-		if (k == 0)
-			break;
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			f->rerr[i] = errno;
-			break;
-		}
-		size_t got = 0;
-		for (ssize_t s = 0; s < k; s++) {
-			f->bad[i] += (unsigned long)check(iov[s].iov_base, iov[s].iov_len, pos + got,
-			                                  f->segs[i]++, sampled);
-			got += iov[s].iov_len;
-		}
-		if (pp_consume(f->out[i][0], got) != (ssize_t)got) {
-			f->rerr[i] = errno;
-			break;
-		}
-		pos += got;
-	}
-	f->t1[i] = t_now();
-	f->received[i] = pos;
+	bench_peek_stream(f->out[ra->i][0], sampled, &f->rx[ra->i]);
 	return NULL;
 }
 
@@ -485,13 +458,14 @@ static void fan_open(struct fan *f, int n, int copying, unsigned long long total
 static void fan_finish(struct fan *f, const char *what)
 {
 	for (int i = 0; i < f->n; i++) {
-		if (f->rerr[i] || f->bad[i] || f->received[i] != f->total || f->werr || f->derr) {
+		const struct rx *rx = &f->rx[i];
+		if (rx->err || rx->bad || rx->received != f->total || f->werr || f->derr) {
 			fprintf(stderr,
 			        "DATA ERROR: %s, %s, %d readers, reader %d: wrote %llu, received "
 			        "%llu, %lu bad segments of %lu, errno writer %d distributor %d "
 			        "reader %d\n",
 			        what, f->copying ? "copying" : "pp_fanout", f->n, i, f->total,
-			        f->received[i], f->bad[i], f->segs[i], f->werr, f->derr, f->rerr[i]);
+			        rx->received, rx->bad, rx->reads, f->werr, f->derr, rx->err);
 			data_errors++;
 		}
 		if (pp_close(f->out[i][0]))
@@ -524,8 +498,8 @@ static double run_fan(int n, int copying, unsigned long long total)
 	double t1 = 0;
 	for (int i = 0; i < n; i++) {
 		pthread_join(r[i], NULL);
-		if (f.t1[i] > t1)
-			t1 = f.t1[i];
+		if (f.rx[i].t1 > t1)
+			t1 = f.rx[i].t1;
 	}
 	pthread_barrier_destroy(&f.start);
 	fan_finish(&f, "fan-out");
@@ -1003,19 +977,13 @@ int main(int argc, char **argv)
 		             "           fanout alone, file, memory",
 	};
 
-	bench_options(&o, argc, argv);
+	bench_begin(&o, argc, argv, "bench_zerocopy",
+	            ", zero-copy paths vs copying and vs the kernel");
 	sampled = o.set['s'];
 	/* A random pattern, so that no shifted or stale page can pass for the
 	 * right one; valid for chunks of up to 1 MiB. */
 	bench_pattern(PERIOD, MiB, 1);
-	/* A lost reader must show up as EPIPE, not kill the report. */
-	signal(SIGPIPE, SIG_IGN);
-
-	printf("bench_zerocopy: pagepipe %s, zero-copy paths vs copying and vs the kernel, "
-	       "%ld CPUs\n",
-	       pp_version(), sysconf(_SC_NPROCESSORS_ONLN));
-	printf("median of %d alternating runs, scale %g%s, readers compare %s\n\n", o.reps,
-	       o.scale, o.quick ? " (quick)" : "",
+	printf("%s, readers compare %s\n\n", bench_how(&o),
 	       sampled ? "1 segment in 16 (sampled)" : "every byte");
 	fflush(stdout);
 

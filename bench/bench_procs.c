@@ -1,0 +1,963 @@
+/*
+ * bench_procs.c - pipes between processes: a PP_SHARED pagepipe against the
+ * kernel pipe, in the same run.
+ *
+ * Every measurement runs in two processes made by fork(2), a writer and a
+ * reader (or a pinger and an echoer), released together by a start pipe
+ * once both have dropped the ends they do not use; the parent holds no end
+ * while they run and only waits.  The channel between them is opened before
+ * the fork, so its setup is not timed; the timed part is the transfer, from
+ * the writer's first write to the reader's end of file (or the pinger's
+ * first to its last round trip).  Each case alternates its variants
+ * (bench.h's bench_medians: which goes first rotates), keeps the median of
+ * -r runs of each, and reports every variant's ratio to the kernel pipe of
+ * the same run.  The cases:
+ *
+ *   write 64 KiB, 64 B, 1 B: throughput.  The writer writes exactly a byte
+ *     total in writes of that size; the reader reads with a 64 KiB buffer
+ *     (what a streaming reader uses) until end of file.  Targets: pagepipe
+ *     >= 5x, 10x and 30x the kernel pipe.  At 64 KiB also a pagepipe whose
+ *     reader takes the pages in place (pp_peek, check, pp_consume; target
+ *     >= 10x the kernel pipe, which has no such reader), and for context a
+ *     kernel pipe grown to 1 MiB (F_SETPIPE_SZ: what a program tuning a
+ *     kernel pipe gets).
+ *
+ *   ping-pong 1 B: latency.  The pinger writes a byte into one pipe, the
+ *     echoer reads it and writes it back through a second pipe; round
+ *     trips per second.  Target: a pagepipe round trip takes <= 1/3 of the
+ *     kernel pipe's (ratio kernel time / pagepipe time >= 3).  For context
+ *     the same over an eventfd pair (the cheapest kernel object that wakes
+ *     a process: about what any channel that puts its waiter to sleep pays,
+ *     the sleep and the wake-up being the cost), and, where this program
+ *     was built with iceoryx's C binding, an iceoryx publisher and
+ *     subscriber each way, the echoer sleeping in a wait set (iceoryx.h;
+ *     this program starts iox-roudi for it).
+ *
+ *   Context in every case (no target): a unix socketpair (SOCK_STREAM, one
+ *     direction per pair), and a ring of this program's own in shared
+ *     memory, a reference for what user space can reach on this machine:
+ *     one writer, one reader, a 64 KiB byte ring, head and tail counters,
+ *     no lock, no pages, no EOF or EPIPE machinery, no checks against a
+ *     hostile peer.  "ring, spin" never sleeps (it spins, yielding the CPU
+ *     every 256 pauses: the best case when both processes have a CPU, and
+ *     what spinning costs when they must share one); at 64 KiB also with a
+ *     reader that checks in place, as pp_peek's; in ping-pong also "ring,
+ *     futex", which only sleeps on a futex word (never spins: a sleeping
+ *     hand-off in user space).
+ *
+ *   Caps: what bounds a case before the second process costs anything.
+ *     At 64 KiB, memcpy of 64 KiB in one thread (cache-hot): every byte is
+ *     copied at least once (twice with pp_read), so no pipe beats it.  At
+ *     64 B and 1 B, pp_write alone: one process writing the same stream
+ *     into a pagepipe grown to 1 MiB, drained between half-full batches
+ *     untimed, shared (the writer's own per-call cost) and private (the
+ *     same ring code without what sharing adds).
+ *
+ *   file | cat: what users run.  A program cannot write into a pagepipe, so
+ *     the pagepipe side is this program as a cat: `bench_procs --cat FILE
+ *     pp:FD` reads FILE 128 KiB at a time (coreutils cat's size) and writes
+ *     each read whole into a pagepipe end it imports (pp_import) from a
+ *     descriptor it was given across exec (pp_export), and `bench_procs
+ *     --cat pp:FD - BYTES` reads it 128 KiB at a time and writes to
+ *     /dev/null.  Against `cat FILE | cat > /dev/null`, coreutils cat on
+ *     both sides of a kernel pipe, and, to separate the pipe from the
+ *     program, the same `bench_procs --cat` pair over a kernel pipe.  The
+ *     FILE is on tmpfs (/dev/shm, else $TMPDIR or /tmp: page cache, no
+ *     disk); each variant is timed from the first fork to the last exit,
+ *     so process start-up (fork, exec, loading) is in every figure.
+ *
+ * Data is checked, not assumed.  The stream's byte at position p is p % 251;
+ * every reader (and the file case's last bench_procs --cat) checks the first
+ * and last byte of each read (each segment, for pp_peek) against its
+ * position and compares one in 16 in full, and the byte count received must
+ * equal the count written; each ping-pong echo is compared, and the echoer
+ * must then see end of file (but on an eventfd or iceoryx, which have
+ * none).  coreutils cat checks nothing: that variant only sets the time to
+ * beat.  Lost or corrupted data, or a child that does not exit 0, makes the
+ * program exit 1; a missed target does not (a report, not a test).
+ *
+ * Usage: bench_procs [-q] [-r REPS] [-c CASE]
+ *   -q       quick mode (1/16 of the work, 3 repetitions): a smoke run
+ *   -r REPS  repetitions per measurement (default 5)
+ *   -c CASE  only the cases whose name contains CASE ("64 KiB", "1 B",
+ *            "ping", "file")
+ *   PP_BENCH_SCALE=F in the environment multiplies every amount by F.
+ *   PP_SPIN_NS=0 (read by the library) turns the pagepipe's spinning off.
+ *
+ * Options, alternating medians, the checked stream writer and readers (also
+ * over the rings here, through struct bench_io) and the MET/MISSED report
+ * are bench.h's, shared with bench_core.c and bench_zerocopy.c.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "iceoryx.h"
+
+#define PERIOD 251            /* the stream pattern: byte p is p % PERIOD */
+#define READ_BUF (64 * KiB)   /* the streaming reader's buffer */
+#define CAT_BUF (128 * KiB)   /* coreutils cat's reads and writes */
+#define RING_CAP (64 * KiB)   /* the reference ring's capacity, a kernel pipe's */
+#define FILE_SIZE (256 * MiB) /* the file case's file, at scale 1 */
+
+/* ---- the reference ring in shared memory ------------------------------ */
+
+struct ring {
+	_Alignas(64) _Atomic uint64_t head; /* bytes written (the writer's line) */
+	_Atomic uint32_t data_seq;          /* futex word a waiting reader sleeps on */
+	_Atomic uint32_t reader_sleeps;
+	_Atomic uint32_t closed;            /* the writer is done: EOF once drained */
+	int spin;                           /* wait by spinning, not on futexes */
+	_Alignas(64) _Atomic uint64_t tail; /* bytes read (the reader's line) */
+	_Atomic uint32_t room_seq;
+	_Atomic uint32_t writer_sleeps;
+	_Alignas(64) unsigned char buf[RING_CAP];
+};
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#else
+	__asm__ __volatile__("" ::: "memory");
+#endif
+}
+
+/* Whether a reader (data) or the writer (!data) can go on. */
+static int ring_ready(struct ring *r, int data)
+{
+	uint64_t h = atomic_load(&r->head), t = atomic_load(&r->tail);
+	return data ? h != t || atomic_load(&r->closed) : h - t < RING_CAP;
+}
+
+/*
+ * Wait until ring_ready(r, data).  Spinning: pause, and yield the CPU every
+ * 256 pauses (a peer on our CPU must get to run).  Otherwise sleep on the
+ * side's futex word: announce the sleep, look again, sleep; the other side
+ * stores its counter, then looks for a sleeper (both sequentially
+ * consistent, so one of the two sees the other) and bumps the word and
+ * wakes it.
+ */
+static void ring_wait(struct ring *r, int data)
+{
+	_Atomic uint32_t *seq = data ? &r->data_seq : &r->room_seq;
+	_Atomic uint32_t *sleeps = data ? &r->reader_sleeps : &r->writer_sleeps;
+	for (unsigned i = 1; !ring_ready(r, data); i++) {
+		if (r->spin) {
+			cpu_relax();
+			if (i % 256 == 0)
+				sched_yield();
+			continue;
+		}
+		uint32_t s = atomic_load(seq);
+		atomic_store(sleeps, 1);
+		if (!ring_ready(r, data))
+			syscall(SYS_futex, seq, FUTEX_WAIT, s, NULL, NULL, 0);
+		atomic_store(sleeps, 0);
+	}
+}
+
+/* Wake the side that waits for data (or for room, !data) if it sleeps. */
+static void ring_wake(struct ring *r, int data)
+{
+	_Atomic uint32_t *seq = data ? &r->data_seq : &r->room_seq;
+	if (!r->spin && atomic_load(data ? &r->reader_sleeps : &r->writer_sleeps)) {
+		atomic_fetch_add(seq, 1);
+		syscall(SYS_futex, seq, FUTEX_WAKE, 1, NULL, NULL, 0);
+	}
+}
+
+/* As write(2) on a blocking pipe: returns when all n bytes are in. */
+static ssize_t ring_write(void *ctx, const void *buf, size_t n)
+{
+	struct ring *r = ctx;
+	const unsigned char *p = buf;
+	for (size_t done = 0; done < n;) {
+		ring_wait(r, 0);
+		uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+		uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
+		size_t k = RING_CAP - (size_t)(h - t), at = (size_t)(h % RING_CAP);
+		if (k > n - done)
+			k = n - done;
+		size_t first = k < RING_CAP - at ? k : RING_CAP - at;
+		memcpy(r->buf + at, p + done, first);
+		memcpy(r->buf, p + done + first, k - first);
+		atomic_store(&r->head, h + k);
+		ring_wake(r, 1);
+		done += k;
+	}
+	return (ssize_t)n;
+}
+
+/* As read(2) on a pipe: what is there, up to n; 0 at end of file. */
+static ssize_t ring_read(void *ctx, void *buf, size_t n)
+{
+	struct ring *r = ctx;
+	ring_wait(r, 1);
+	uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+	uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
+	size_t k = (size_t)(h - t), at = (size_t)(t % RING_CAP);
+	if (k > n)
+		k = n;
+	size_t first = k < RING_CAP - at ? k : RING_CAP - at;
+	memcpy(buf, r->buf + at, first);
+	memcpy((unsigned char *)buf + first, r->buf, k - first);
+	atomic_store(&r->tail, t + k);
+	ring_wake(r, 0);
+	return (ssize_t)k;
+}
+
+/* As pp_peek: the unread bytes in place (one segment, two where they wrap);
+ * 0 at end of file. */
+static ssize_t ring_peek(void *ctx, struct iovec *iov, int max)
+{
+	struct ring *r = ctx;
+	ring_wait(r, 1);
+	uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+	uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
+	size_t k = (size_t)(h - t), at = (size_t)(t % RING_CAP);
+	size_t first = k < RING_CAP - at ? k : RING_CAP - at;
+	if (!k || max < 1)
+		return 0;
+	iov[0] = (struct iovec){ r->buf + at, first };
+	if (first == k || max < 2)
+		return 1;
+	iov[1] = (struct iovec){ r->buf, k - first };
+	return 2;
+}
+
+/* As pp_consume: release the first n unread bytes. */
+static ssize_t ring_consume(void *ctx, size_t n)
+{
+	struct ring *r = ctx;
+	atomic_store(&r->tail, atomic_load_explicit(&r->tail, memory_order_relaxed) + n);
+	ring_wake(r, 0);
+	return (ssize_t)n;
+}
+
+/* ---- the channels ------------------------------------------------------- */
+
+enum chan {
+	CH_KERNEL,     /* pipe(2), the kernel's default 64 KiB */
+	CH_PP,         /* pp_pipe(PP_SHARED), read with pp_read */
+	CH_PP_PEEK,    /* the same, read in place: pp_peek, pp_consume */
+	CH_KERNEL_1M,  /* pipe(2) grown to 1 MiB with F_SETPIPE_SZ */
+	CH_SOCKET,     /* socketpair(AF_UNIX, SOCK_STREAM), used one way */
+	CH_EVENTFD,    /* eventfd(2): ping-pong only, 8-byte messages */
+	CH_RING_FUTEX, /* struct ring, sleeping on futexes */
+	CH_RING_SPIN,  /* struct ring, spinning */
+	CH_RING_PEEK,  /* the same, read in place: ring_peek, ring_consume */
+	CH_ICEORYX,    /* iceoryx publisher -> subscriber: ping-pong only (iceoryx.h) */
+};
+
+static const char *const chan_name[] = {
+	[CH_KERNEL] = "kernel pipe",
+	[CH_PP] = "pagepipe (PP_SHARED)",
+	[CH_PP_PEEK] = "pagepipe, pp_peek reader",
+	[CH_KERNEL_1M] = "kernel pipe, 1 MiB",
+	[CH_SOCKET] = "socketpair",
+	[CH_EVENTFD] = "eventfd",
+	[CH_RING_FUTEX] = "ring in shm, futex",
+	[CH_RING_SPIN] = "ring in shm, spin",
+	[CH_RING_PEEK] = "ring in shm, spin, in-place reader",
+	[CH_ICEORYX] = "iceoryx (wait set)",
+};
+
+/* The kinds whose reader takes the data in place. */
+#define IN_PLACE(kind) ((kind) == CH_PP_PEEK || (kind) == CH_RING_PEEK)
+
+/* The kinds that have an end of file (the others: message counts). */
+#define HAS_EOF(kind) ((kind) != CH_EVENTFD && (kind) != CH_ICEORYX)
+
+/* One way from a writer to a reader. */
+struct chan_t {
+	enum chan kind;
+	struct tp p;         /* all but rings and iceoryx; an eventfd: fd[0], a dup in fd[1] */
+	struct ring *ring;   /* the rings: shared memory, mapped before the fork */
+	unsigned long id;    /* iceoryx: the channel's name ... */
+	struct iox_end *iox; /* ... and, in a child, its end there */
+};
+
+static unsigned long chan_ids; /* channels opened so far */
+
+static void chan_open(struct chan_t *c, enum chan kind)
+{
+	memset(c, 0, sizeof *c);
+	c->kind = kind;
+	c->id = ++chan_ids;
+	c->p.fd[0] = c->p.fd[1] = -1;
+	switch (kind) {
+	case CH_ICEORYX:
+		break; /* made in the children: chan_attach */
+	case CH_KERNEL:
+	case CH_KERNEL_1M:
+		bench_open(&c->p, KERNEL);
+		if (kind == CH_KERNEL_1M && tp_setsize(&c->p, 1, MiB) != (long)MiB)
+			die("F_SETPIPE_SZ 1 MiB");
+		break;
+	case CH_PP:
+	case CH_PP_PEEK:
+		if (tp_open(&c->p, 0, PP_SHARED) != 0)
+			die("pp_pipe(PP_SHARED)");
+		break;
+	case CH_SOCKET:
+		c->p.kernel = 1; /* fd[1] writes, fd[0] reads, as a pipe's */
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, c->p.fd) != 0)
+			die("socketpair");
+		break;
+	case CH_EVENTFD:
+		c->p.kernel = 1;
+		c->p.fd[0] = eventfd(0, EFD_CLOEXEC);
+		c->p.fd[1] = c->p.fd[0] < 0 ? -1 : fcntl(c->p.fd[0], F_DUPFD_CLOEXEC, 0);
+		if (c->p.fd[1] < 0)
+			die("eventfd");
+		break;
+	case CH_RING_FUTEX:
+	case CH_RING_SPIN:
+	case CH_RING_PEEK:
+		c->ring = mmap(NULL, sizeof *c->ring, PROT_READ | PROT_WRITE,
+		               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		if (c->ring == MAP_FAILED)
+			die("mmap");
+		c->ring->spin = kind != CH_RING_FUTEX;
+		break;
+	}
+}
+
+static struct bench_io chan_io(struct chan_t *c)
+{
+	if (c->ring)
+		return (struct bench_io){ ring_read, ring_write, ring_peek, ring_consume, c->ring };
+	if (c->kind == CH_ICEORYX)
+		return (struct bench_io){ iox_read, iox_write, NULL, NULL, c->iox };
+	return bench_tp_io(&c->p);
+}
+
+/* This process lets go of end `which` (0 read, 1 write) without using it:
+ * the other side sees nothing of a ring's ends. */
+static void chan_drop(struct chan_t *c, int which)
+{
+	if (!c->ring)
+		bench_close(&c->p, which);
+}
+
+/* This process is done with end `which`: closing a write end means end of
+ * file for the reader. */
+static void chan_done(struct chan_t *c, int which)
+{
+	if (!c->ring) {
+		bench_close(&c->p, which);
+	} else if (which == 1) {
+		atomic_store(&c->ring->closed, 1);
+		ring_wake(c->ring, 1);
+	}
+}
+
+/* ---- two processes -------------------------------------------------------- */
+
+/* What the children of a run report, in memory shared with the parent. */
+struct report {
+	double t0, t1;      /* the writer's (pinger's) start; the pinger's end */
+	struct rx rx;       /* the stream reader's */
+	int werr;           /* the stream writer's errno, or 0 */
+	long done, bad;     /* ping-pong: round trips done, echoes that differed */
+	int perr, eerr;     /* ping-pong: pinger's and echoer's errno, or 0 */
+	ssize_t tail;       /* the echoer's read after the last round: 0 (EOF) */
+};
+
+static struct report *rep; /* mapped MAP_SHARED once, cleared per run */
+
+struct run {
+	struct chan_t ch[2]; /* a stream uses ch[0]; ping-pong ch[0] there, ch[1] back */
+	int nch;
+	size_t wsize;             /* stream: bytes per write */
+	unsigned long long total; /* stream: bytes */
+	long rounds;              /* ping-pong: round trips */
+	size_t msg;               /* ping-pong: bytes per message */
+	double scale;             /* for the children's watchdog */
+};
+
+/*
+ * Fork the two children of a run: child 0 writes channel 0 and reads
+ * channel 1, child 1 the other way round.  Each drops the ends it does not
+ * use and says so; once both have, the parent (which has dropped every end)
+ * closes the start pipe and both go, then it waits for them.  A child that
+ * does not exit 0 (a crash, its watchdog) counts as a data error.
+ */
+static void run_children(struct run *r, void (*child)(struct run *, int who))
+{
+	int ready[2], go[2];
+	pid_t pid[2];
+	char b[2];
+
+	memset(rep, 0, sizeof *rep);
+	if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(go, O_CLOEXEC) != 0)
+		die("pipe2");
+	fflush(NULL);
+	for (int who = 0; who < 2; who++) {
+		if ((pid[who] = fork()) < 0)
+			die("fork");
+		if (pid[who] == 0) {
+			bench_arm(r->scale);
+			close(ready[0]);
+			close(go[1]);
+			for (int i = 0; i < r->nch; i++)
+				chan_drop(&r->ch[i], (who + i) % 2);
+			if (r->ch[0].kind == CH_ICEORYX) {
+				iox_join();
+				for (int i = 0; i < r->nch; i++)
+					r->ch[i].iox = iox_attach((int)getppid(), r->ch[i].id, (who + i + 1) % 2);
+				if (iox_connected() != 0)
+					_exit(4);
+			}
+			if (write(ready[1], b, 1) != 1 || read(go[0], b, 1) != 0)
+				_exit(3);
+			child(r, who);
+			if (r->ch[0].kind == CH_ICEORYX) {
+				iox_leave();
+				exit(0); /* iceoryx's exit handlers remove its sockets */
+			}
+			_exit(0);
+		}
+	}
+	close(ready[1]);
+	close(go[0]);
+	for (int i = 0; i < r->nch; i++) {
+		chan_drop(&r->ch[i], 0);
+		chan_drop(&r->ch[i], 1);
+		if (r->ch[i].ring)
+			munmap(r->ch[i].ring, sizeof *r->ch[i].ring);
+	}
+	for (size_t got = 0; got < 2;) {
+		ssize_t k = read(ready[0], b, 2 - got);
+		if (k <= 0)
+			break; /* a child died before it was ready: its status says */
+		got += (size_t)k;
+	}
+	close(go[1]); /* the start */
+	close(ready[0]);
+	for (int who = 0; who < 2; who++) {
+		int st;
+		if (waitpid(pid[who], &st, 0) != pid[who])
+			die("waitpid");
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+			fprintf(stderr, "DATA ERROR: %s: child %d %s %d\n", chan_name[r->ch[0].kind],
+			        who, WIFEXITED(st) ? "exited" : "killed by signal",
+			        WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+			data_errors++;
+		}
+	}
+}
+
+/* Stream: child 0 writes, child 1 reads and checks. */
+static void stream_child(struct run *r, int who)
+{
+	struct chan_t *c = &r->ch[0];
+	struct bench_io io = chan_io(c);
+	if (who == 0) {
+		rep->t0 = t_now();
+		rep->werr = bench_write_stream_io(&io, r->total, r->wsize);
+		chan_done(c, 1);
+	} else {
+		bench_read_stream_io(&io, IN_PLACE(c->kind) ? 0 : READ_BUF, 1, &rep->rx);
+		chan_done(c, 0);
+	}
+}
+
+/* One message of n bytes each way: 0, or -1 with errno (EIO for a short
+ * count or an unexpected end of file). */
+static int xfer(const struct bench_io *io, void *buf, size_t n, int writing)
+{
+	ssize_t k;
+	do
+		k = writing ? io->write(io->ctx, buf, n) : io->read(io->ctx, buf, n);
+	while (k < 0 && errno == EINTR);
+	if (k == (ssize_t)n)
+		return 0;
+	if (k >= 0)
+		errno = EIO;
+	return -1;
+}
+
+/* Ping-pong: child 0 pings and times, child 1 echoes. */
+static void pingpong_child(struct run *r, int who)
+{
+	struct bench_io there = chan_io(&r->ch[0]), back = chan_io(&r->ch[1]);
+	uint64_t out, in = 0; /* an eventfd message is never 0 */
+
+	if (who == 0) {
+		rep->t0 = t_now();
+		for (long i = 0; i < r->rounds; i++) {
+			out = (uint64_t)i * 7 + 1;
+			in = 0;
+			if (xfer(&there, &out, r->msg, 1) != 0 || xfer(&back, &in, r->msg, 0) != 0) {
+				rep->perr = errno;
+				break;
+			}
+			rep->bad += memcmp(&in, &out, r->msg) != 0;
+			rep->done++;
+		}
+		rep->t1 = t_now();
+		chan_done(&r->ch[0], 1);
+		chan_done(&r->ch[1], 0);
+	} else {
+		for (long i = 0; i < r->rounds; i++)
+			if (xfer(&there, &in, r->msg, 0) != 0 || xfer(&back, &in, r->msg, 1) != 0) {
+				rep->eerr = errno;
+				break;
+			}
+		/* then end of file, once the pinger closed */
+		rep->tail = HAS_EOF(r->ch[0].kind) ? there.read(there.ctx, &in, 1) : 0;
+		chan_done(&r->ch[1], 1);
+		chan_done(&r->ch[0], 0);
+	}
+}
+
+/* One run of a stream over kind: bytes per second. */
+static double run_stream(enum chan kind, size_t wsize, unsigned long long total, double scale)
+{
+	struct run r = { .nch = 1, .wsize = wsize, .total = total, .scale = scale };
+	chan_open(&r.ch[0], kind);
+	run_children(&r, stream_child);
+	if (rep->werr || rep->rx.err || rep->rx.received != total || rep->rx.bad) {
+		fprintf(stderr,
+		        "DATA ERROR: %s, %zu-byte writes: wrote %llu, received %llu, %lu bad "
+		        "reads of %lu, write errno %d, read errno %d\n",
+		        chan_name[kind], wsize, total, rep->rx.received, rep->rx.bad, rep->rx.reads,
+		        rep->werr, rep->rx.err);
+		data_errors++;
+	}
+	return (double)total / (rep->rx.t1 - rep->t0);
+}
+
+/* One run of ping-pong over two channels of kind: round trips per second. */
+static double run_pingpong(enum chan kind, long rounds, double scale)
+{
+	struct run r = { .nch = 2, .rounds = rounds, .scale = scale };
+	r.msg = kind == CH_EVENTFD ? sizeof(uint64_t) : 1;
+	chan_open(&r.ch[0], kind);
+	chan_open(&r.ch[1], kind);
+	run_children(&r, pingpong_child);
+	if (rep->done != rounds || rep->bad || rep->perr || rep->eerr || rep->tail != 0) {
+		fprintf(stderr,
+		        "DATA ERROR: %s ping-pong: %ld of %ld round trips, %ld wrong echoes, "
+		        "pinger errno %d, echoer errno %d, final read %zd\n",
+		        chan_name[kind], rep->done, rounds, rep->bad, rep->perr, rep->eerr, rep->tail);
+		data_errors++;
+	}
+	return (double)rounds / (rep->t1 - rep->t0);
+}
+
+/* ---- memcpy: the copy bandwidth bound --------------------------------- */
+
+/* One thread copies the stream 64 KiB at a time into one 64 KiB buffer
+ * (cache-hot, as a ring's pages are): bytes per second. */
+static double run_memcpy(int variant, const void *ctx)
+{
+	unsigned long long total = *(const unsigned long long *)ctx;
+	unsigned char *dst = malloc(64 * KiB);
+	(void)variant;
+	if (!dst)
+		die("malloc");
+	memset(dst, 0, 64 * KiB);
+	double t0 = t_now();
+	for (unsigned long long pos = 0; pos < total; pos += 64 * KiB) {
+		memcpy(dst, expected(pos), 64 * KiB);
+		__asm__ __volatile__("" : : "r"(dst) : "memory");
+	}
+	double t1 = t_now();
+	free(dst);
+	return (double)total / (t1 - t0);
+}
+
+struct pcase {
+	const char *name;
+	size_t wsize;                /* stream: bytes per write; 0: ping-pong */
+	unsigned long long amount;   /* bytes, or round trips, at scale 1 */
+	int n;                       /* variants; the first is the kernel pipe */
+	enum chan v[BENCH_MAX_VARIANTS];
+	double target[BENCH_MAX_VARIANTS]; /* least ratio to the kernel pipe, or 0 */
+};
+
+struct case_run {
+	const struct pcase *c;
+	unsigned long long amount; /* scaled */
+	double scale;
+};
+
+/* ---- the writer alone: the per-call bound ------------------------------ */
+
+/*
+ * One process writes the stream in writes of wsize into a pagepipe grown to
+ * 1 MiB, no reader running: a half-full batch at a time, drained between
+ * batches untimed (byte counts checked).  Bytes per second of the writes
+ * alone: what the writer's calls cost without a peer, a bound on the two
+ * process rate.  Variant 0 a PP_SHARED pipe, 1 a private one.
+ */
+static double run_alone(int variant, const void *ctx)
+{
+	const struct case_run *cr = ctx;
+	size_t w = cr->c->wsize;
+	unsigned char *buf = malloc(READ_BUF);
+	double spent = 0;
+	struct tp p;
+	if (!buf)
+		die("malloc");
+	if (tp_open(&p, 0, variant ? 0 : PP_SHARED) != 0)
+		die("pp_pipe");
+	if (tp_setsize(&p, 1, MiB) != (long)MiB)
+		die("pp_setsize");
+	for (unsigned long long pos = 0; pos < cr->amount;) {
+		unsigned long long end = pos + MiB / 2 < cr->amount ? pos + MiB / 2 : cr->amount;
+		size_t batch = (size_t)(end - pos);
+		double t0 = t_now();
+		for (; pos < end; pos += w)
+			if (tp_write(&p, expected(pos), w) != (ssize_t)w)
+				die("pp_write");
+		spent += t_now() - t0;
+		for (ssize_t r; batch > 0; batch -= (size_t)r)
+			if ((r = tp_read(&p, buf, READ_BUF)) <= 0 || (size_t)r > batch)
+				die("pp_read of a batch");
+	}
+	tp_close(&p);
+	free(buf);
+	return (double)cr->amount / spent;
+}
+
+/* ---- file | cat: real programs ------------------------------------------ */
+
+/*
+ * The hidden mode `bench_procs --cat SRC DST [BYTES]`: copy SRC to DST in
+ * reads of 128 KiB, each written whole, as coreutils cat does.  SRC and DST
+ * are a path, "-" (standard input / output), or "pp:FD", a pagepipe end
+ * exported to descriptor FD.  With BYTES, check the data against the
+ * stream pattern (sampled) and its count: exit 1 if wrong.
+ */
+static struct tp cat_end(const char *name, int writing)
+{
+	struct tp t;
+	memset(&t, 0, sizeof t);
+	t.fd[0] = t.fd[1] = -1;
+	if (strncmp(name, "pp:", 3) == 0) {
+		int fd = atoi(name + 3);
+		if (!(t.e[writing] = pp_import(fd)))
+			die("pp_import");
+		close(fd);
+	} else {
+		t.kernel = 1;
+		if (strcmp(name, "-") == 0)
+			t.fd[writing] = writing;
+		else if ((t.fd[writing] = open(name, writing ? O_WRONLY | O_CREAT | O_TRUNC : O_RDONLY,
+		                               0600)) < 0)
+			die(name);
+	}
+	return t;
+}
+
+static int cat_main(int argc, char **argv)
+{
+	if (argc < 4 || argc > 5) {
+		fprintf(stderr, "usage: %s --cat SRC DST [BYTES]\n", argv[0]);
+		return 2;
+	}
+	struct tp in = cat_end(argv[2], 0), out = cat_end(argv[3], 1);
+	int checking = argc == 5;
+	unsigned char *buf = malloc(CAT_BUF);
+	unsigned long long pos = 0;
+	unsigned long reads = 0, bad = 0;
+	int err = 0;
+	if (!buf)
+		die("malloc");
+	bench_pattern(PERIOD, CAT_BUF, 0);
+	for (;;) {
+		ssize_t r = tp_read(&in, buf, CAT_BUF);
+		if (r == 0)
+			break;
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			err = errno;
+			break;
+		}
+		if (checking)
+			bad += (unsigned long)check(buf, (size_t)r, pos, reads++, 1);
+		pos += (unsigned long long)r;
+		if ((err = tp_write_all(&out, buf, (size_t)r)) != 0)
+			break;
+	}
+	if (tp_close_end(&out, 1) != 0 && !err)
+		err = errno;
+	tp_close_end(&in, 0);
+	free(buf);
+	free(pattern);
+	if (err || (checking && (bad || pos != strtoull(argv[4], NULL, 10)))) {
+		fprintf(stderr, "bench_procs --cat %s: %llu bytes, %lu bad reads of %lu, errno %d\n",
+		        argv[2], pos, bad, reads, err);
+		return 1;
+	}
+	return 0;
+}
+
+enum { F_CAT, F_OWN_KERNEL, F_PAGEPIPE, F_COUNT };
+
+static const char *const file_name[] = {
+	[F_CAT] = "cat | cat (coreutils), kernel pipe",
+	[F_OWN_KERNEL] = "bench_procs --cat x2, kernel pipe",
+	[F_PAGEPIPE] = "bench_procs --cat x2, pagepipe",
+};
+
+struct file_case {
+	char path[64];            /* the file, as /proc/PID/fd/N (it is unlinked) */
+	const char *cat;          /* coreutils cat, found before the clock runs */
+	unsigned long long size;
+	int devnull;
+};
+
+/* fork and exec argv with standard input in (if >= 0), standard output out,
+ * and descriptor keep (if >= 0) left open across the exec. */
+static pid_t spawn(char *const argv[], int in, int out, int keep)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork");
+	if (pid == 0) {
+		if ((in >= 0 && dup2(in, 0) < 0) || dup2(out, 1) < 0 ||
+		    (keep >= 0 && fcntl(keep, F_SETFD, 0) != 0))
+			_exit(126);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* One run of the file case's variant: bytes per second, from the first
+ * fork to the last exit. */
+static double run_file(int variant, const void *ctx)
+{
+	const struct file_case *fc = ctx;
+	char self[] = "/proc/self/exe", mode[] = "--cat", dash[] = "-", cat[32];
+	char path[64], from[32], into[32], bytes[32];
+	struct pp_end *e[2] = { NULL, NULL };
+	int fd[2];
+
+	snprintf(path, sizeof path, "%s", fc->path);
+	snprintf(cat, sizeof cat, "%s", fc->cat);
+	snprintf(bytes, sizeof bytes, "%llu", fc->size);
+	if (variant == F_PAGEPIPE) {
+		if (pp_pipe(e, PP_SHARED) != 0)
+			die("pp_pipe(PP_SHARED)");
+		if ((fd[0] = pp_export(e[0])) < 0 || (fd[1] = pp_export(e[1])) < 0)
+			die("pp_export");
+	} else if (pipe2(fd, O_CLOEXEC) != 0) {
+		die("pipe2");
+	}
+	snprintf(from, sizeof from, "pp:%d", fd[0]);
+	snprintf(into, sizeof into, "pp:%d", fd[1]);
+	char *writer[][5] = {
+		[F_CAT] = { cat, path, NULL },
+		[F_OWN_KERNEL] = { self, mode, path, dash, NULL },
+		[F_PAGEPIPE] = { self, mode, path, into, NULL },
+	};
+	char *reader[][6] = {
+		[F_CAT] = { cat, NULL },
+		[F_OWN_KERNEL] = { self, mode, dash, dash, bytes, NULL },
+		[F_PAGEPIPE] = { self, mode, from, dash, bytes, NULL },
+	};
+	int pp = variant == F_PAGEPIPE;
+
+	fflush(NULL);
+	double t0 = t_now();
+	pid_t pid[2] = {
+		spawn(writer[variant], -1, pp ? 1 : fd[1], pp ? fd[1] : -1),
+		spawn(reader[variant], pp ? -1 : fd[0], fc->devnull, pp ? fd[0] : -1),
+	};
+	close(fd[0]);
+	close(fd[1]);
+	if (pp && (pp_close(e[0]) != 0 || pp_close(e[1]) != 0))
+		die("pp_close");
+	for (int i = 0; i < 2; i++) {
+		int st;
+		if (waitpid(pid[i], &st, 0) != pid[i])
+			die("waitpid");
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+			fprintf(stderr, "DATA ERROR: file case, %s: %s %s %d\n", file_name[variant],
+			        i ? "reader" : "writer", WIFEXITED(st) ? "exited" : "killed by signal",
+			        WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+			data_errors++;
+		}
+	}
+	return (double)fc->size / (t_now() - t0);
+}
+
+/* The stream, size bytes of it, in an unlinked file on tmpfs; its name
+ * for other processes is /proc/PID/fd/N. */
+static int make_file(struct file_case *fc, unsigned long long size)
+{
+	const char *dirs[] = { "/dev/shm", getenv("TMPDIR"), "/tmp" };
+	int fd = -1;
+	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0] && fd < 0; i++) {
+		char tmpl[256];
+		if (!dirs[i] || !*dirs[i])
+			continue;
+		snprintf(tmpl, sizeof tmpl, "%s/bench_procs.XXXXXX", dirs[i]);
+		if ((fd = mkostemp(tmpl, O_CLOEXEC)) >= 0)
+			unlink(tmpl);
+	}
+	if (fd < 0)
+		die("mkstemp");
+	struct tp f = { 1, { -1, fd }, { NULL, NULL } };
+	if (bench_write_stream(&f, size, CAT_BUF) != 0)
+		die("writing the file");
+	fc->size = size;
+	snprintf(fc->path, sizeof fc->path, "/proc/%d/fd/%d", (int)getpid(), fd);
+	if ((fc->devnull = open("/dev/null", O_WRONLY | O_CLOEXEC)) < 0)
+		die("/dev/null");
+	fc->cat = access("/usr/bin/cat", X_OK) == 0 ? "/usr/bin/cat"
+	          : access("/bin/cat", X_OK) == 0   ? "/bin/cat"
+	                                            : "cat";
+	return fd;
+}
+
+/* ---- driver ----------------------------------------------------------- */
+
+static double run_case(int variant, const void *ctx)
+{
+	const struct case_run *cr = ctx;
+	enum chan kind = cr->c->v[variant];
+	return cr->c->wsize ? run_stream(kind, cr->c->wsize, cr->amount, cr->scale)
+	                    : run_pingpong(kind, (long)cr->amount, cr->scale);
+}
+
+/* One line: a variant's figure, its ratio to the first, target, result. */
+static void row(const char *name, double v, double base, int ping, double target)
+{
+	char fig[32], tg[32] = "";
+	const char *res = "";
+	double ratio = v / base; /* rates: for ping-pong, kernel time / this time */
+	if (ping)
+		snprintf(fig, sizeof fig, "%8.2f us/rt", 1e6 / v);
+	else
+		snprintf(fig, sizeof fig, "%9.1f MB/s", v / 1e6);
+	if (target > 0) {
+		if (ping)
+			snprintf(tg, sizeof tg, "<=1/%g time", target);
+		else
+			snprintf(tg, sizeof tg, ">=%gx", target);
+		res = bench_result(ratio >= target);
+	}
+	printf("  %-36s %15s %8.2fx  %-12s %s\n", name, fig, ratio, tg, res);
+	fflush(stdout);
+}
+
+static unsigned long long scaled(unsigned long long amount, double scale, size_t unit,
+                                 unsigned long long least)
+{
+	unsigned long long a = (unsigned long long)((double)amount * scale);
+	a -= a % unit;
+	return a < least ? least : a;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && strcmp(argv[1], "--cat") == 0)
+		return cat_main(argc, argv);
+
+	static struct pcase cases[] = {
+		{ "write 64 KiB", 64 * KiB, 512 * MiB, 7,
+		  { CH_KERNEL, CH_PP, CH_PP_PEEK, CH_KERNEL_1M, CH_SOCKET, CH_RING_SPIN,
+		    CH_RING_PEEK },
+		  { 0, 5, 10, 0, 0, 0, 0 } },
+		{ "write 64 B", 64, 24 * MiB, 4, { CH_KERNEL, CH_PP, CH_SOCKET, CH_RING_SPIN },
+		  { 0, 10, 0, 0 } },
+		{ "write 1 B", 1, 384 * KiB, 4, { CH_KERNEL, CH_PP, CH_SOCKET, CH_RING_SPIN },
+		  { 0, 30, 0, 0 } },
+		{ "ping-pong 1 B", 0, 30000, 6,
+		  { CH_KERNEL, CH_PP, CH_SOCKET, CH_EVENTFD, CH_RING_FUTEX, CH_RING_SPIN },
+		  { 0, 3, 0, 0, 0, 0 } },
+	};
+	struct bench_opts o = { .case_help = "only the cases whose name contains CASE "
+	                                     "(\"64 KiB\", \"ping\", \"file\")" };
+
+	bench_begin(&o, argc, argv, "bench_procs",
+	            " (PP_SHARED) vs kernel pipe, writer process -> reader process");
+	bench_pattern(PERIOD, CAT_BUF, 0);
+	rep = mmap(NULL, sizeof *rep, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (rep == MAP_FAILED)
+		die("mmap");
+	printf("reader buffer 64 KiB, default 64 KiB capacity, %s\n", bench_how(&o));
+	printf("ratio: to the kernel pipe of the same run (ping-pong: kernel time / this "
+	       "time; above 1 is better)\n");
+
+	for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+		struct pcase *c = &cases[ci];
+		double med[BENCH_MAX_VARIANTS];
+		char amt[48];
+
+		if (o.only && !strstr(c->name, o.only))
+			continue;
+		struct case_run cr = { c, 0, o.scale };
+		if (c->wsize) {
+			cr.amount = scaled(c->amount, o.scale, c->wsize, c->wsize);
+			fmt_amount(amt, sizeof amt, cr.amount);
+		} else {
+			cr.amount = scaled(c->amount, o.scale, 1, 100);
+			snprintf(amt, sizeof amt, "%llu round trips", cr.amount);
+		}
+		printf("\n%s, %s per run\n", c->name, amt);
+		fflush(stdout);
+		if (!c->wsize && iox_start())
+			c->v[c->n++] = CH_ICEORYX; /* for context: no target */
+		bench_medians(c->n, o.reps, o.scale, run_case, &cr, med);
+		iox_stop();
+		for (int v = 0; v < c->n; v++)
+			row(chan_name[c->v[v]], med[v], med[0], !c->wsize, c->target[v]);
+		if (c->wsize == 64 * KiB) {
+			double cap;
+			unsigned long long total = scaled(4096 * MiB, o.scale, 64 * KiB, 64 * KiB);
+			bench_medians(1, o.reps, o.scale, run_memcpy, &total, &cap);
+			row("memcpy 64 KiB, one thread (a cap)", cap, med[0], 0, 0);
+		} else if (c->wsize) {
+			double cap[2];
+			bench_medians(2, o.reps, o.scale, run_alone, &cr, cap);
+			row("pp_write alone, PP_SHARED (a cap)", cap[0], med[0], 0, 0);
+			row("pp_write alone, private pipe", cap[1], med[0], 0, 0);
+		}
+	}
+
+	if (!o.only || strstr("file | cat", o.only)) {
+		struct file_case fc;
+		double med[F_COUNT];
+		char amt[48];
+		int fd = make_file(&fc, scaled(FILE_SIZE, o.scale, CAT_BUF, CAT_BUF));
+		fmt_amount(amt, sizeof amt, fc.size);
+		printf("\nfile | cat: a %s file on tmpfs -> process -> pipe -> process -> "
+		       "/dev/null,\n128 KiB reads and writes, timed from the first fork to the "
+		       "last exit\n",
+		       amt);
+		fflush(stdout);
+		bench_medians(F_COUNT, o.reps, o.scale, run_file, &fc, med);
+		for (int v = 0; v < F_COUNT; v++)
+			row(file_name[v], med[v], med[0], 0, 0);
+		close(fd);
+		close(fc.devnull);
+	}
+
+	printf("\n");
+	munmap(rep, sizeof *rep);
+	return bench_finish("every run delivered its exact byte count, sampled contents "
+	                    "matched, every echo matched");
+}
