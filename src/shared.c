@@ -83,8 +83,15 @@ int ppi_shm_close(struct pp_end *end)
 	int err = ppi_call_lock(&c, v->ring, v, false);
 	if (!err) {
 		ppi_shm_handles(v, end->desc, -1, &closed, &gone);
-		if (closed)
-			ppi_call_owe(&c, 1 - side, INT_MAX); /* they must see EOF or EPIPE */
+		/* The process leaves the side: if what keeps it open elsewhere
+		 * is only dead (an exported descriptor closed since, a process
+		 * killed), the other side must hear it now, not at its next
+		 * look. */
+		if (!closed && !v->handles[side])
+			closed = ppi_shm_reap(v, true);
+		for (int s = 0; s < 2; s++)
+			if (closed & (1u << s))
+				ppi_call_owe(&c, 1 - s, INT_MAX); /* they must see EOF or EPIPE */
 		ppi_call_unlock(&c);
 	} else {
 		pthread_mutex_lock(&v->mu);
