@@ -401,8 +401,17 @@ static void spans_put(struct ppi_call *c, const struct span *sp, unsigned n)
 {
 	uint32_t pages[BATCH_MAX];
 	unsigned run = 0;
-	if (c->shm && n && ppi_call_relock(c))
-		return; /* the lock is lost: the pages stay held by us */
+	if (c->shm && n) {
+		/* A shared ring's pages go back at the process's next lock, so
+		 * that a streaming reader does not take the lock twice a read;
+		 * until then they are held by us, and come back if we die. */
+		for (unsigned i = 0; i < n; i++)
+			pages[i] = sp[i].page;
+		if (ppi_shm_defer_put(c->shm, pages, n))
+			return;
+		if (ppi_call_relock(c))
+			return; /* the lock is lost: the pages stay held by us */
+	}
 	for (unsigned i = 0; i < n; i++) {
 		pages[run++] = sp[i].page;
 		if (i + 1 == n || ppi_buf_ops_of(sp[i + 1].flags) != ppi_buf_ops_of(sp[i].flags)) {

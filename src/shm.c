@@ -371,7 +371,6 @@ unsigned ppi_shm_pages_get(struct ppi_shm *v, uint32_t *pages, unsigned n)
 			break;
 		pages[got++] = p;
 	}
-	atomic_store_explicit(&hdr->held, LOAD(hdr->held) + got, RELAXED);
 	return got;
 }
 
@@ -408,32 +407,40 @@ void ppi_shm_pages_put(struct ppi_shm *v, const uint32_t *pages, unsigned n)
 		uint32_t p = pages[i];
 		if (!p || p >= data_pages || p >= PPI_SHM_MAX_PAGES)
 			continue; /* checked when it was taken; never ours to give */
-		uint32_t owner = LOAD(ppi_shm_pages(v)[p].owner);
-		_Atomic uint32_t *count = owner == PPI_PAGE_RING ? &hdr->in_ring : &hdr->held;
-		uint32_t c = LOAD(*count);
-		atomic_store_explicit(count, c ? c - 1 : 0, RELAXED);
 		page_push(v, &hdr->idle_head, p, PPI_PAGE_IDLE);
 		atomic_store_explicit(&hdr->idle_count, LOAD(hdr->idle_count) + 1, RELAXED);
 	}
 	idle_trim(v);
 }
 
+bool ppi_shm_defer_put(struct ppi_shm *v, const uint32_t *pages, unsigned n)
+{
+	pthread_mutex_lock(&v->mu);
+	uint32_t have = LOAD(v->deferred);
+	bool room = have + n <= sizeof v->deferred_page / sizeof v->deferred_page[0];
+	if (room) {
+		memcpy(&v->deferred_page[have], pages, n * sizeof *pages);
+		atomic_store_explicit(&v->deferred, have + n, RELAXED);
+	}
+	pthread_mutex_unlock(&v->mu);
+	return room;
+}
+
+void ppi_shm_deferred_put(struct ppi_shm *v)
+{
+	pthread_mutex_lock(&v->mu);
+	ppi_shm_pages_put(v, v->deferred_page, LOAD(v->deferred));
+	atomic_store_explicit(&v->deferred, 0, RELAXED);
+	pthread_mutex_unlock(&v->mu);
+}
+
 void ppi_shm_pages_mark(struct ppi_shm *v, const uint32_t *pages, unsigned n, uint32_t owner)
 {
-	struct ppi_shm_hdr *hdr = v->hdr;
-	uint32_t data_pages = LOAD(hdr->data_pages);
+	uint32_t data_pages = LOAD(v->hdr->data_pages);
 	uint32_t to = owner == PPI_PAGE_RING ? PPI_PAGE_RING : PPI_PAGE_HELD + v->holder;
-	unsigned moved = 0;
 	for (unsigned i = 0; i < n; i++)
-		if (pages[i] && pages[i] < data_pages && pages[i] < PPI_SHM_MAX_PAGES) {
+		if (pages[i] && pages[i] < data_pages && pages[i] < PPI_SHM_MAX_PAGES)
 			atomic_store_explicit(&ppi_shm_pages(v)[pages[i]].owner, to, RELAXED);
-			moved++;
-		}
-	_Atomic uint32_t *from = to == PPI_PAGE_RING ? &hdr->held : &hdr->in_ring;
-	_Atomic uint32_t *into = to == PPI_PAGE_RING ? &hdr->in_ring : &hdr->held;
-	uint32_t f = LOAD(*from);
-	atomic_store_explicit(from, f > moved ? f - moved : 0, RELAXED);
-	atomic_store_explicit(into, LOAD(*into) + moved, RELAXED);
 }
 
 /* ---- checks --------------------------------------------------------------- */
@@ -540,8 +547,7 @@ static void rebuild(struct ppi_shm *v)
 	for (uint32_t i = tail; i != head; i++) /* restore the marks */
 		atomic_store_explicit(&pg[bufs[i & mask].page].owner, PPI_PAGE_RING, RELAXED);
 	atomic_store_explicit(&hdr->idle_count, idle, RELAXED);
-	atomic_store_explicit(&hdr->held, held, RELAXED);
-	atomic_store_explicit(&hdr->in_ring, named, RELAXED);
+	(void)held;
 	atomic_store_explicit(&r->bytes, bytes, RELAXED);
 }
 
@@ -1121,9 +1127,22 @@ int ppi_shm_stats(struct ppi_shm *v, struct pp_shared_stats *st)
 	if (err)
 		return err;
 	struct ppi_shm_hdr *hdr = v->hdr;
-	st->pages_in_ring = LOAD(hdr->in_ring);
-	st->pages_held = LOAD(hdr->held);
-	st->pages_idle = LOAD(hdr->idle_count);
+	/* Counted from the pages' owners (the hot paths keep no counts but
+	 * the idle one: these would be one more cache line to pass around). */
+	long in_ring = 0, held = 0, idle = 0;
+	struct ppi_shm_page *pg = ppi_shm_pages(v);
+	uint32_t data_pages = LOAD(hdr->data_pages);
+	if (data_pages > PPI_SHM_MAX_PAGES)
+		data_pages = PPI_SHM_MAX_PAGES;
+	for (uint32_t p = 1; p < data_pages; p++) {
+		uint32_t o = LOAD(pg[p].owner);
+		in_ring += o == PPI_PAGE_RING;
+		held += o >= PPI_PAGE_HELD;
+		idle += o == PPI_PAGE_IDLE;
+	}
+	st->pages_in_ring = in_ring;
+	st->pages_held = held;
+	st->pages_idle = idle;
 	st->pages_mapped = LOAD(hdr->data_pages) - 1;
 	long holders = 0;
 	for (uint32_t h = 0; h < PPI_SHM_HOLDERS; h++)

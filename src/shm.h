@@ -71,19 +71,22 @@ struct ppi_shm_page {
 
 struct ppi_shm_hdr {
 	uint32_t magic, version;
-	/* The lock: 0, or the holder index + 1 of its owner, | WAITERS. */
+	/* The lock has a cache line of its own: every lock and unlock writes
+	 * it (see struct ppi_ring for the private ring's same reason).
+	 * 0, or the holder index + 1 of its owner, | WAITERS. */
 	_Alignas(PPI_CACHE_LINE) _Atomic uint32_t lock;
-	_Atomic uint32_t data_pages;  /* pages in the data memfd (index 0 unused) */
+	/* The page lists, written by whoever takes or gives pages. */
+	_Alignas(PPI_CACHE_LINE) _Atomic uint32_t data_pages; /* pages in the data memory (0 unused) */
 	_Atomic uint32_t idle_head, idle_count;
 	_Atomic uint32_t free_head;
-	_Atomic uint32_t in_ring, held; /* pages, for pp_shared_stats */
-	_Atomic uint32_t fd_used[2];  /* someone uses pp_fd on this side */
-	_Atomic uint32_t fd_ready[2]; /* the side's token holds a byte */
+	/* The rest changes seldom. */
+	_Alignas(PPI_CACHE_LINE) _Atomic uint32_t fd_used[2]; /* someone uses pp_fd on this side */
+	_Atomic uint32_t fd_ready[2]; /* the side's readiness pipe holds bytes */
 	/* The ring's slot array, in one word so that a resize publishes it
 	 * with one store: bit 8 the slot area (0 or 1), bits 0-7 the log2 of
 	 * the ring size. */
 	_Atomic uint32_t geom;
-	_Atomic uint64_t reaped_ns;   /* last reap, CLOCK_MONOTONIC */
+	_Atomic uint64_t reaped_ns;   /* last reap, CLOCK_MONOTONIC_COARSE */
 	_Atomic uint32_t broken;      /* found corrupt: every call fails EIO */
 };
 
@@ -128,6 +131,10 @@ struct ppi_shm {
 	ino_t ino;
 	_Atomic uint64_t checked_ns; /* last look at the tokens */
 	uint32_t ticks;            /* lock holds by this process (ppi_shm_look) */
+	/* Pages a reader of this process finished copying, held by us until
+	 * the process's next lock gives them back (under mu). */
+	_Atomic uint32_t deferred;
+	uint32_t deferred_page[256];
 	bool dead;                 /* a fork could not give the child a holder */
 	pthread_mutex_t mu;        /* guards the fields above that change */
 	struct ppi_shm *next;      /* the process's list of views */
@@ -231,6 +238,12 @@ static inline bool ppi_shm_buf_ok(struct ppi_shm *v, const struct ppi_buf *b)
 unsigned ppi_shm_pages_get(struct ppi_shm *v, uint32_t *pages, unsigned n);
 void ppi_shm_pages_put(struct ppi_shm *v, const uint32_t *pages, unsigned n);
 void ppi_shm_pages_mark(struct ppi_shm *v, const uint32_t *pages, unsigned n, uint32_t owner);
+
+/* Without the lock: keep n pages held by us to give back at the next
+ * lock (false: no room; the caller gives them back itself).  Under the
+ * lock: give them back now. */
+bool ppi_shm_defer_put(struct ppi_shm *v, const uint32_t *pages, unsigned n);
+void ppi_shm_deferred_put(struct ppi_shm *v);
 
 /* Map data pages up to `page` if another process grew the data memfd.
  * false: the page is past the data memfd (corrupt index). */

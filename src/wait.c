@@ -95,6 +95,8 @@ int ppi_call_lock_shared(struct ppi_call *c)
 		ppi_shm_unlock(v);
 		return err;
 	}
+	if (unlikely(LOAD(v->deferred)))
+		ppi_shm_deferred_put(v);
 	unsigned closed = ppi_shm_look(v, false);
 	for (int side = 0; side < 2; side++)
 		if (closed & (1u << side))
