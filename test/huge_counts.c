@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "harness/harness.h"
+#include "harness/pipe.h"
 #include "pagepipe.h"
 
 /* Result of one call: the return value and errno. */
@@ -45,33 +46,44 @@ static void same(const char *what, struct res k, struct res p)
 
 enum state { HAS_DATA, EMPTY };
 
-static void run(enum state st)
+/* One scenario on one pipe (kernel or pagepipe): what every call gave. */
+struct outcome {
+	struct res rw[2][2]; /* [count][read, write] */
+	struct res after;    /* the read that follows: nothing moved */
+};
+
+static struct outcome scenario(int kernel, enum state st)
 {
-	int kp[2];
-	struct pp_end *pe[2];
+	struct outcome o;
+	struct tp t;
 	char buf[64] = "data";
-	CHECK_EQ(pipe2(kp, O_NONBLOCK), 0);
-	CHECK_EQ(pp_pipe(pe, PP_NONBLOCK | PP_NOSIGPIPE), 0);
-	if (st == HAS_DATA) {
-		CHECK_EQ(write(kp[1], buf, 4), 4);
-		CHECK_EQ(pp_write(pe[1], buf, 4), 4);
-	}
+	memset(&o, 0, sizeof o);
+	CHECK_EQ(tp_open(&t, kernel, PP_NONBLOCK | PP_NOSIGPIPE), 0);
+	if (st == HAS_DATA)
+		CHECK_EQ(tp_write(&t, buf, 4), 4);
 	size_t counts[] = { above_ssize_max, all_ones };
 	for (int i = 0; i < 2; i++) {
-		same("read", TRY(read(kp[0], buf, counts[i])), TRY(pp_read(pe[0], buf, counts[i])));
-		same("write", TRY(write(kp[1], buf, counts[i])), TRY(pp_write(pe[1], buf, counts[i])));
+		o.rw[i][0] = TRY(tp_read(&t, buf, counts[i]));
+		o.rw[i][1] = TRY(tp_write(&t, buf, counts[i]));
 	}
-	struct iovec v[2] = { { buf, SSIZE_MAX }, { buf, 2 } };
-	CHECK_ERR(pp_readv(pe[0], v, 2), EINVAL);
-	CHECK_ERR(pp_writev(pe[1], v, 2), EINVAL);
-	/* Nothing moved: the data is all still there. */
-	if (st == HAS_DATA)
-		same("read after", TRY(read(kp[0], buf, sizeof buf)),
-		     TRY(pp_read(pe[0], buf, sizeof buf)));
-	close(kp[0]);
-	close(kp[1]);
-	pp_close(pe[0]);
-	pp_close(pe[1]);
+	if (!kernel) {
+		struct iovec v[2] = { { buf, SSIZE_MAX }, { buf, 2 } };
+		CHECK_ERR(pp_readv(t.e[0], v, 2), EINVAL);
+		CHECK_ERR(pp_writev(t.e[1], v, 2), EINVAL);
+	}
+	o.after = TRY(tp_read(&t, buf, sizeof buf));
+	tp_close(&t);
+	return o;
+}
+
+static void run(enum state st)
+{
+	struct outcome k = scenario(1, st), p = scenario(0, st);
+	for (int i = 0; i < 2; i++) {
+		same("read", k.rw[i][0], p.rw[i][0]);
+		same("write", k.rw[i][1], p.rw[i][1]);
+	}
+	same("read after", k.after, p.after);
 }
 
 static void with_data(void)
@@ -84,21 +96,25 @@ static void when_empty(void)
 	run(EMPTY);
 }
 
+/* At end of file: the reader's huge count, then a small one. */
+static void eof_reads(int kernel, struct res out[2])
+{
+	struct tp t;
+	char buf[8];
+	CHECK_EQ(tp_open(&t, kernel, 0), 0);
+	tp_close_end(&t, 1);
+	out[0] = TRY(tp_read(&t, buf, above_ssize_max));
+	out[1] = TRY(tp_read(&t, buf, sizeof buf));
+	tp_close(&t);
+}
+
 static void at_end_of_file(void)
 {
-	int kp[2];
-	struct pp_end *pe[2];
-	char buf[8];
-	CHECK_EQ(pipe(kp), 0);
-	CHECK_EQ(pp_pipe(pe, 0), 0);
-	close(kp[1]);
-	pp_close(pe[1]);
-	same("read at eof", TRY(read(kp[0], buf, above_ssize_max)),
-	     TRY(pp_read(pe[0], buf, above_ssize_max)));
-	same("read at eof, small", TRY(read(kp[0], buf, sizeof buf)),
-	     TRY(pp_read(pe[0], buf, sizeof buf)));
-	close(kp[0]);
-	pp_close(pe[0]);
+	struct res k[2], p[2];
+	eof_reads(1, k);
+	eof_reads(0, p);
+	same("read at eof", k[0], p[0]);
+	same("read at eof, small", k[1], p[1]);
 }
 
 int main(void)
