@@ -22,6 +22,7 @@
 unsigned ppi_spin_limit = 2000;
 unsigned ppi_lock_spin_limit = 200;
 unsigned ppi_gather_pauses = 40;
+unsigned ppi_spin_ns = 0;
 #define LOCK_SPIN_NS 5000
 #define GATHER_NS 4000
 
@@ -60,6 +61,7 @@ __attribute__((constructor)) static void spin_init(void)
 		per = 1;
 	double n = budget / per;
 	ppi_spin_limit = n > 1e6 ? 1000000u : n < 16 ? 16u : (unsigned)n;
+	ppi_spin_ns = (unsigned)(ppi_spin_limit * per);
 	n = LOCK_SPIN_NS / per;
 	ppi_lock_spin_limit = n > 1e5 ? 100000u : n < 16 ? 16u : (unsigned)n;
 	env = getenv("PP_GATHER_NS");

@@ -86,6 +86,8 @@ extern unsigned ppi_spin_limit;
 extern unsigned ppi_lock_spin_limit;
 /* Pauses a reader of a stream of small writes waits to let them gather. */
 extern unsigned ppi_gather_pauses;
+/* The time ppi_spin_limit pauses take, in ns (0 when spinning is off). */
+extern unsigned ppi_spin_ns;
 
 /* ---- the lock ------------------------------------------------------- */
 

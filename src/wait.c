@@ -218,6 +218,30 @@ unsigned ppi_ring_spin(struct ppi_ring *r, int side)
 }
 
 /*
+ * After a sleep of ns that ended in a wake: had the spin lasted that long
+ * it would have caught the change and saved the sleep and the wake-up, so
+ * when ns is within the spin limit, let the next spin last twice as long.
+ * Without this the budget only grows from spins that succeed, and a pair
+ * handing the ring over whole (a 64 KiB write into a 64 KiB pipe, the
+ * reader draining it at once) had it cut to the floor, below the ~7 us the
+ * writer takes, where no spin ever succeeds again: two context switches
+ * per 64 KiB, a third of the speed, from then on (measured between
+ * processes: 2.2 GB/s with it stuck, 11 GB/s when it was not).  The time
+ * includes the wake-up's own latency, so it overestimates what the spin
+ * would have needed; the halving on failure corrects that.
+ */
+static void spin_learn(struct ppi_ring *r, int side, uint64_t ns)
+{
+	if (ns >= ppi_spin_ns)
+		return;
+	uint64_t want = 2 * ns * ppi_spin_limit / ppi_spin_ns;
+	if (want > ppi_spin_limit)
+		want = ppi_spin_limit;
+	if (want > LOAD(r->spin_budget[side]))
+		atomic_store_explicit(&r->spin_budget[side], (unsigned)want, RELAXED);
+}
+
+/*
  * Wait, with the lock held, until side's condition may hold; returns with
  * the lock held, 0 or EINTR.  What the call owes so far goes out first (a
  * writer that filled the pipe must let readers at it before it sleeps).
@@ -237,6 +261,7 @@ int ppi_call_wait(struct ppi_call *c, int side, bool moved)
 	if ((err = ppi_call_relock(c)))
 		return err;
 	if (!ppi_ring_ready(r, side)) {
+		uint64_t slept = ppi_spin_ns ? ppi_now_ns() : 0;
 		if (c->shm) {
 			err = shared_sleep(c, side, moved);
 		} else {
@@ -250,6 +275,8 @@ int ppi_call_wait(struct ppi_call *c, int side, bool moved)
 		}
 		if (err)
 			return err;
+		if (slept)
+			spin_learn(r, side, ppi_now_ns() - slept);
 	}
 	c->waited[side] = true;
 	if (c->consumer)
