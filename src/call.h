@@ -46,6 +46,7 @@ ssize_t ppi_result_fail(int err, bool sigpipe, int fl);
 bool ppi_call_pass(struct ppi_call *c, int side, int n);
 int ppi_call_wait(struct ppi_call *c, int side, bool moved);
 int ppi_call_wait_data(struct ppi_call *c, bool nonblock);
+bool ppi_call_side_gone_now(struct ppi_call *c, int side);
 void ppi_call_put_slow(struct ppi_call *c, uint32_t flags, const uint32_t *pages, unsigned n);
 /* Under the lock: the bytes the slots hold, counted the long way (for the
  * invariant checks of the sanitizer builds). */

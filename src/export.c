@@ -327,8 +327,11 @@ PPI_API struct pp_end *pp_open(const char *path, int flags)
 	int nb = (flags & PP_NONBLOCK) ? O_NONBLOCK : 0;
 	int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dir < 0) {
-		if (errno == ENOTDIR)
-			errno = EINVAL; /* not a named pagepipe */
+		/* ENOTDIR: path itself is not a directory (not a named pagepipe:
+		 * EINVAL), or a component of it is not (ENOTDIR, as open(2)). */
+		struct stat st;
+		if (errno == ENOTDIR && stat(path, &st) == 0)
+			errno = EINVAL;
 		return NULL;
 	}
 	int tok[2] = { -1, -1 }, rdy[2] = { -1, -1 }, ctl = -1, data = -1;

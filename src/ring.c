@@ -384,6 +384,8 @@ __attribute__((noinline)) static ssize_t write_locked(struct ppi_call *cp, int f
 			continue;
 		}
 		if (fl & PP_NONBLOCK) {
+			if (ppi_call_side_gone_now(&c, PPI_READ))
+				continue; /* EPIPE, as a kernel pipe says at once */
 			if (!ret)
 				err = EAGAIN;
 			break;
@@ -515,7 +517,8 @@ ssize_t ppi_ring_read(struct ppi_ring *r, struct ppi_shm *shm, int fl, struct pp
 		if (err || stop || planned || !LOAD(r->handles[PPI_WRITE]))
 			break;
 		if (fl & PP_NONBLOCK) {
-			err = EAGAIN;
+			if (!ppi_call_side_gone_now(&c, PPI_WRITE))
+				err = EAGAIN; /* else end of file, as a kernel pipe says at once */
 			break;
 		}
 		err = ppi_call_wait(&c, PPI_READ, false);

@@ -647,16 +647,19 @@ int ppi_shm_lock_slow(struct ppi_shm *v)
 
 bool ppi_shm_side_gone(struct ppi_shm *v, int side, bool now)
 {
-	uint64_t t = coarse_ns();
-	if (!now && t - LOAD(v->checked_ns) < CHECK_EVERY_NS)
+	if (!now && coarse_ns() - LOAD(v->checked_ns) < CHECK_EVERY_NS)
 		return false;
-	atomic_store_explicit(&v->checked_ns, t, RELAXED);
+	/* Not checked_ns: that is the lock's last look, which reaped; this
+	 * one does not, and must not put the lock's next look off. */
 	/* Writers gone: D's read end hangs up; readers gone: R's read end. */
 	int fd = side == PPI_WRITE ? v->d_rd : v->r_rd;
 	if (fd < 0)
 		return false; /* we hold that side ourselves */
 	struct pollfd p = { .fd = fd, .events = POLLIN };
-	return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));
+	bool gone = poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));
+	if (gone)
+		atomic_store_explicit(&v->look_now, true, RELAXED);
+	return gone;
 }
 
 unsigned ppi_shm_look_slow(struct ppi_shm *v, bool now)
@@ -665,6 +668,7 @@ unsigned ppi_shm_look_slow(struct ppi_shm *v, bool now)
 	if (!now && t - LOAD(v->checked_ns) < CHECK_EVERY_NS)
 		return 0;
 	atomic_store_explicit(&v->checked_ns, t, RELAXED);
+	atomic_store_explicit(&v->look_now, false, RELAXED);
 	/* Writers gone: D's read end hangs up; readers gone: R's read end.
 	 * We hold the one of the side we do not hold ourselves. */
 	struct pollfd p[2];

@@ -130,6 +130,7 @@ struct ppi_shm {
 	dev_t dev;                 /* the ctl memfd's identity, to find a view */
 	ino_t ino;
 	_Atomic uint64_t checked_ns; /* last look at the tokens */
+	_Atomic bool look_now;     /* pp_events saw a token hang up: look at the next lock */
 	uint32_t ticks;            /* lock holds by this process (ppi_shm_look) */
 	/* Pages a reader of this process finished copying, held by us until
 	 * the process's next lock gives them back (under mu). */
@@ -255,7 +256,9 @@ static inline bool ppi_shm_map_to(struct ppi_shm *v, uint32_t page)
 }
 
 /* Is side gone in every process (its token's other end hung up)?  Looks
- * at most every 100 ms unless `now` is set.  Needs no lock. */
+ * at most every 50 ms unless `now` is set.  Needs no lock, and reaps
+ * nothing: when it saw the hang-up, the process's next lock looks and
+ * reaps, so that the call after it agrees (EPIPE after POLLERR). */
 bool ppi_shm_side_gone(struct ppi_shm *v, int side, bool now);
 /* Under the lock, at most every 50 ms unless `now`: look at the other
  * sides' tokens (one poll) and reap at once if one hung up, else at most
@@ -266,6 +269,8 @@ static inline unsigned ppi_shm_look(struct ppi_shm *v, bool now)
 	/* The clock is read once in 64 lock holds: a look costs a system
 	 * call, and a writer of small writes takes the lock millions of times
 	 * a second.  (ticks is the process's, counted under the lock.) */
+	if (unlikely(LOAD(v->look_now)))
+		now = true;
 	if (likely(!now && (++v->ticks & 63)))
 		return 0;
 	return ppi_shm_look_slow(v, now);

@@ -104,6 +104,26 @@ int ppi_call_lock_shared(struct ppi_call *c)
 	return 0;
 }
 
+/*
+ * Under the lock, before a non-blocking call fails with EAGAIN: has `side`
+ * gone in every process?  A shared ring's other side may have died without
+ * closing (exit, kill, exec) since the last look at its token, which
+ * ppi_shm_look makes only every 50 ms; a kernel pipe would report end of
+ * file or EPIPE at once, and an event loop woken by pp_fd's hang-up would
+ * otherwise spin on EAGAIN until that look.  So look now (one poll; EAGAIN
+ * is the slow path) and reap.  Always false for a private ring.
+ */
+bool ppi_call_side_gone_now(struct ppi_call *c, int side)
+{
+	if (!c->shm)
+		return false;
+	unsigned closed = ppi_shm_look(c->shm, true);
+	for (int s = 0; s < 2; s++)
+		if (closed & (1u << s))
+			ppi_call_owe(c, 1 - s, INT_MAX);
+	return !LOAD(c->r->handles[side]);
+}
+
 /* pp_fd's descriptors of a shared ring. */
 void ppi_call_settle_shared(struct ppi_call *c)
 {
@@ -294,7 +314,7 @@ int ppi_call_wait_data(struct ppi_call *c, bool nonblock)
 	struct ppi_ring *r = c->r;
 	while (LOAD(r->head) == LOAD(r->tail) && LOAD(r->handles[PPI_WRITE])) {
 		if (nonblock)
-			return EAGAIN;
+			return ppi_call_side_gone_now(c, PPI_WRITE) ? 0 : EAGAIN;
 		int err = ppi_call_wait(c, PPI_READ, false);
 		if (err)
 			return err;
