@@ -114,7 +114,7 @@ __attribute__((noreturn)) static void hold(void)
 static void all_killed(void)
 {
 	cr_seed("all_killed");
-	long rounds = t_scaled(20);
+	long rounds = t_scaled_san(20);
 	if (t_valgrind())
 		rounds = rounds / 4 + 1;
 	double worst = 0;

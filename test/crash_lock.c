@@ -264,7 +264,7 @@ static void finish(struct round *rd, bool w0_dead)
 static void lock_holder_killed(void)
 {
 	cr_seed("lock_holder_killed");
-	long rounds = t_scaled(ROUNDS_KILLED), attempts = 0;
+	long rounds = t_scaled_san(ROUNDS_KILLED), attempts = 0;
 	if (t_valgrind())
 		rounds = rounds / 4 + 1;
 	double soak = cr_soak_seconds(), t0 = t_now();

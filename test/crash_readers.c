@@ -179,7 +179,7 @@ static void one_round(int lane, long round)
 static void readers_killed_epipe(void)
 {
 	cr_seed("readers_killed_epipe");
-	long rounds = t_scaled(200);
+	long rounds = t_scaled_san(200);
 	if (t_valgrind())
 		rounds = rounds / 4 + 1;
 	rounds = rounds / LANES + 1;
@@ -245,7 +245,7 @@ __attribute__((noreturn)) static void record_reader(struct pp_end *r, int id)
 static void survivor_keeps_data(void)
 {
 	cr_seed("survivor_keeps_data");
-	long rounds = t_scaled(20);
+	long rounds = t_scaled_san(20);
 	if (t_valgrind())
 		rounds = rounds / 4 + 1;
 	for (long round = 0; round < rounds; round++) {
@@ -386,7 +386,9 @@ static void blocked_writer_no_cpu(void)
 	pid_t k = fork();
 	if (k == 0) {
 		pp_close(e[1]);
-		t_sleep_ms(1000); /* the writer's idle second, measured */
+		/* The writer's idle second, measured; plus a part of its 50 ms
+		 * wait, so that the kill does not fall where the wait ends. */
+		t_sleep_ms(1000 + (long)cr_below(50));
 		sh->idle_kill = t_now();
 		kill(r, SIGKILL);
 		_exit(0);

@@ -174,7 +174,7 @@ static void one_round(int lane, uint64_t salt)
 static void writers_killed(void)
 {
 	cr_seed("writers_killed");
-	long rounds = t_scaled(300) / WRITERS; /* 300 kills */
+	long rounds = t_scaled_san(300) / WRITERS; /* 300 kills */
 	if (t_valgrind())
 		rounds = rounds / 4 + 1;
 	rounds = rounds / LANES + 1;
@@ -216,7 +216,9 @@ static void idle_reader_no_cpu(void)
 	pid_t k = fork();
 	if (k == 0) {
 		pp_close(e[0]);
-		t_sleep_ms(1000); /* the reader's idle second, measured */
+		/* The reader's idle second, measured; plus a part of its 50 ms
+		 * wait, so that the kill does not fall where the wait ends. */
+		t_sleep_ms(1000 + (long)cr_below(50));
 		sh->idle_kill = t_now();
 		kill(w, SIGKILL);
 		_exit(0);
