@@ -19,7 +19,8 @@
  * until the lock word names W0's holder record (its pid field says whose
  * it is).  Then W0 holds the lock and is frozen inside its call.
  *
- *   lock_holder_killed  ... and is killed (SIGKILL).  Within a bounded
+ *   lock_holder_killed  ... and is killed (SIGKILL); R closes its write end
+ *                      (it held both so far).  Within a bounded
  *                      wait the lock word stops naming W0 (recovered; the
  *                      time is printed), W1 goes on writing and R reading
  *                      (R gets W1's records written after the kill); then
@@ -32,14 +33,18 @@
  *                      with EIO between 0.9 and 3 s after the stop (the
  *                      design's one-second bound; printed), nothing is
  *                      written twice or lost (W1 writes the record again
- *                      after EIO); after SIGCONT everyone goes on, and at
- *                      the end R has every record of both writers.
+ *                      after EIO); R then closes its own write end (it
+ *                      held both so far), which fails with EIO too but
+ *                      closes the handle; after SIGCONT everyone goes on,
+ *                      and at the end R sees end of file (its closed write
+ *                      end no longer counts) with every record of both
+ *                      writers.
  */
 #include "crash.h"
 #include "shm.h"
 
 #define ROUNDS_KILLED 40
-#define ROUNDS_STOPPED 2
+#define ROUNDS_STOPPED 1
 
 struct share {
 	atomic_long returned[2];
@@ -49,6 +54,8 @@ struct share {
 	atomic_int r_eio, w_eio;  /* EIO seen by R, by W1 */
 	double r_eio_at, w_eio_at;
 	atomic_long r_holders, r_held; /* R's pp_shared_stats at the end */
+	atomic_int close_now;     /* R: close your write end now ... */
+	atomic_int close_done, close_errno; /* ... done: pp_close's errno (0: success) */
 	struct cr_lat recover, eio;
 };
 
@@ -118,11 +125,18 @@ __attribute__((noreturn)) static void writer(struct pp_end *w, uint32_t id)
 	_exit(0);
 }
 
-__attribute__((noreturn)) static void reader(struct pp_end *r)
+__attribute__((noreturn)) static void reader(struct pp_end *r, struct pp_end *w)
 {
 	cr_alarm_handler();
 	memset(&stream, 0, sizeof stream);
 	for (;;) {
+		if (w && atomic_load(&sh->close_now)) {
+			errno = 0;
+			int rc = pp_close(w);
+			atomic_store(&sh->close_errno, rc ? errno : 0);
+			atomic_store(&sh->close_done, 1);
+			w = NULL;
+		}
 		alarm(10);
 		ssize_t n = pp_read(r, stream.buf + stream.have, 4096);
 		if (n == -1 && errno == EIO) {
@@ -158,6 +172,25 @@ __attribute__((noreturn)) static void reader(struct pp_end *r)
 	}
 	pp_close(r);
 	_exit(0);
+}
+
+/* What the pipe's memory says of its ends and holders (when a check
+ * failed). */
+static void dump(struct ctl_view *cv)
+{
+	struct ppi_ring *r = (struct ppi_ring *)((unsigned char *)cv->base + PPI_SHM_RING_OFF);
+	struct ppi_shm_holder *hs =
+	        (struct ppi_shm_holder *)((unsigned char *)cv->base + PPI_SHM_HOLDERS_OFF);
+	fprintf(stderr, "  ring: handles %u/%u, sleepers %u/%u, head %u tail %u, lock %#x\n",
+	        atomic_load(&r->handles[0]), atomic_load(&r->handles[1]), r->sleepers[0],
+	        r->sleepers[1], atomic_load(&r->head), atomic_load(&r->tail),
+	        atomic_load(&((struct ppi_shm_hdr *)cv->base)->lock));
+	for (unsigned h = 0; h < 16; h++)
+		if (atomic_load(&hs[h].state))
+			fprintf(stderr, "  holder %u: state %u pid %u handles %u %u sleepers %u %u\n", h,
+			        atomic_load(&hs[h].state), atomic_load(&hs[h].pid),
+			        atomic_load(&hs[h].handles[0]), atomic_load(&hs[h].handles[1]),
+			        atomic_load(&hs[h].sleepers[0]), atomic_load(&hs[h].sleepers[1]));
 }
 
 /* Wait (bounded) until pid has stopped. */
@@ -196,6 +229,9 @@ static bool setup(struct round *rd, uint64_t salt)
 	atomic_store(&sh->eof, 0);
 	atomic_store(&sh->r_eio, 0);
 	atomic_store(&sh->w_eio, 0);
+	atomic_store(&sh->close_now, 0);
+	atomic_store(&sh->close_done, 0);
+	atomic_store(&sh->close_errno, -1);
 	atomic_store(&sh->r_holders, -1);
 	atomic_store(&sh->r_held, -1);
 	struct pp_end *e[2];
@@ -203,10 +239,8 @@ static bool setup(struct round *rd, uint64_t salt)
 		return false;
 	CHECK(ctl_find(&rd->cv));
 	rd->r = fork();
-	if (rd->r == 0) {
-		pp_close(e[1]);
-		reader(e[0]);
-	}
+	if (rd->r == 0)
+		reader(e[0], e[1]);
 	for (int w = 0; w < 2; w++) {
 		rd->w[w] = fork();
 		if (rd->w[w] == 0) {
@@ -246,6 +280,11 @@ static void finish(struct round *rd, bool w0_dead)
 	atomic_store(&sh->stop, 1);
 	for (int w = w0_dead ? 1 : 0; w < 2; w++)
 		CHECK(cr_reap_ok(rd->w[w], 10));
+	until = t_now() + 10;
+	while (!atomic_load(&sh->eof) && t_now() < until)
+		cr_sleep_us(1000);
+	if (!atomic_load(&sh->eof))
+		dump(&rd->cv);
 	CHECK(cr_reap_ok(rd->r, 10));
 	CHECK(atomic_load(&sh->eof));
 	CHECK(!atomic_load(&sh->bad));
@@ -281,6 +320,7 @@ static void lock_holder_killed(void)
 			cr_reap(rd.r, 10, NULL);
 			return;
 		}
+		atomic_store(&sh->close_now, 1);
 		kill(rd.w[0], SIGKILL);
 		double killed = t_now();
 		int status = 0;
@@ -320,6 +360,15 @@ static void lock_holder_stopped(void)
 		while ((!atomic_load(&sh->r_eio) || !atomic_load(&sh->w_eio)) && t_now() < until)
 			cr_sleep_us(1000);
 		CHECK(atomic_load(&sh->r_eio) && atomic_load(&sh->w_eio));
+		/* R closes its write end now: the close cannot have the lock
+		 * either (EIO), yet closes the handle, and once the lock is free
+		 * again the end must count as closed (or R never sees EOF). */
+		atomic_store(&sh->close_now, 1);
+		until = t_now() + 5;
+		while (!atomic_load(&sh->close_done) && t_now() < until)
+			cr_sleep_us(1000);
+		CHECK(atomic_load(&sh->close_done));
+		CHECK_EQ(atomic_load(&sh->close_errno), EIO);
 		double r_lat = sh->r_eio_at - at, w_lat = sh->w_eio_at - at;
 		fprintf(stderr, "  lock owner stopped: EIO after %.0f ms (reader), %.0f ms (writer)\n",
 		        r_lat * 1e3, w_lat * 1e3);
