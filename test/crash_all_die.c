@@ -19,7 +19,7 @@
  *                      in random order.  Within a bounded wait, no
  *                      /proc/PID/fd entry and no /proc/PID/maps line of any
  *                      process names either memfd (the memory is freed).
- *                      t_scaled(20) rounds.
+ *                      t_scaled_san(20) rounds.
  */
 #include "crash.h"
 

@@ -28,7 +28,8 @@
  *                      checked every record whole and in order, W0's up to
  *                      its last returned write (or one more), all of W1's.
  *                      pp_shared_stats, asked by R, then shows no page
- *                      held and R the one holder.  t_scaled(40) rounds.
+ *                      held and R the one holder.  t_scaled_san(40) rounds, or
+ *                      PP_SOAK_SECONDS of them.
  *   lock_holder_stopped  ... and stays stopped: R's and W1's calls fail
  *                      with EIO between 0.9 and 3 s after the stop (the
  *                      design's one-second bound; printed), nothing is

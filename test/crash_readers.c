@@ -24,6 +24,7 @@
  *                      in the others, within 1 s of the last kill (median
  *                      and max printed); pp_events then says POLLERR; and
  *                      pp_shared_stats shows no page held and one holder.
+ *                      t_scaled_san(200) rounds, or PP_SOAK_SECONDS of them.
  *   survivor_keeps_data  two readers take fixed 256-byte records (reads of
  *                      whole multiples, so each read is whole records) and
  *                      mark each record's number in shared memory after

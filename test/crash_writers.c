@@ -30,9 +30,9 @@
  *                      writers joined: no page held, none in the ring,
  *                      one holder.  End-of-file latency (last kill to
  *                      pp_read returning 0) must stay under 1 s; median and
- *                      max are printed.  t_scaled(300) kills (a quarter under
- *                      valgrind); under PP_SOAK_SECONDS, rounds go on for
- *                      that long.
+ *                      max are printed.  t_scaled_san(300) kills (a quarter
+ *                      of that under valgrind); under PP_SOAK_SECONDS,
+ *                      rounds go on for that long.
  *   idle_reader_no_cpu a reader blocked on an empty pipe whose writer
  *                      lives on, idle, for a second: it spends (almost) no
  *                      CPU while it waits (no busy polling), and sees end
