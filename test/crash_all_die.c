@@ -19,7 +19,7 @@
  *                      in random order.  Within a bounded wait, no
  *                      /proc/PID/fd entry and no /proc/PID/maps line of any
  *                      process names either memfd (the memory is freed).
- *                      t_scaled_san(20) rounds.
+ *                      t_scaled_san(10) rounds.
  */
 #include "crash.h"
 
@@ -114,7 +114,7 @@ __attribute__((noreturn)) static void hold(void)
 static void all_killed(void)
 {
 	cr_seed("all_killed");
-	long rounds = t_scaled_san(20);
+	long rounds = t_scaled_san(10);
 	if (t_valgrind())
 		rounds = rounds / 4 + 1;
 	double worst = 0;

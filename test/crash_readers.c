@@ -24,7 +24,7 @@
  *                      in the others, within 1 s of the last kill (median
  *                      and max printed); pp_events then says POLLERR; and
  *                      pp_shared_stats shows no page held and one holder.
- *                      t_scaled_san(200) rounds, or PP_SOAK_SECONDS of them.
+ *                      t_scaled_san(120) rounds, or PP_SOAK_SECONDS of them.
  *   survivor_keeps_data  two readers take fixed 256-byte records (reads of
  *                      whole multiples, so each read is whole records) and
  *                      mark each record's number in shared memory after
@@ -180,7 +180,7 @@ static void one_round(int lane, long round)
 static void readers_killed_epipe(void)
 {
 	cr_seed("readers_killed_epipe");
-	long rounds = t_scaled_san(200);
+	long rounds = t_scaled_san(120);
 	if (t_valgrind())
 		rounds = rounds / 4 + 1;
 	rounds = rounds / LANES + 1;
