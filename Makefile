@@ -170,7 +170,8 @@ VG_HELGRIND = --tool=helgrind --error-exitcode=99 -q \
               --suppressions=$(CURDIR)/test/helgrind.supp
 HG_BUILD = build-helgrind
 # Every program with threads (the others cannot race): all but these.
-HG_SINGLE = api_errors coalesce diff_kernel fault_core fault_zerocopy fuzz_replay huge_counts \
+HG_SINGLE = api_errors coalesce crash_all_die crash_lock crash_readers crash_writers \
+            diff_kernel fault_core fault_zerocopy fuzz_replay huge_counts \
             pool_batch splice_file_pages splice_matches_model splice_matches_kernel \
             splice_shares_pages splice_isolation splice_errors splice_fd_file \
             splice_fd_devices splice_fd_errors vmsplice_matches_model \

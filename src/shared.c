@@ -94,6 +94,9 @@ int ppi_shm_close(struct pp_end *end)
 				ppi_call_owe(&c, 1 - s, INT_MAX); /* they must see EOF or EPIPE */
 		ppi_call_unlock(&c);
 	} else {
+		/* Still counted in our record, which nobody reaps while we
+		 * live: our next lock counts it out. */
+		ppi_shm_unclosed_add(v, end->desc);
 		pthread_mutex_lock(&v->mu);
 		v->handles[side]--;
 		gone = !v->handles[PPI_READ] && !v->handles[PPI_WRITE];
@@ -150,6 +153,8 @@ static void fork_prepare(void)
 		v->child_fd = -1;
 		if (v->dead || ppi_shm_lock(v))
 			continue;
+		if (LOAD(v->unclosed))
+			ppi_shm_unclosed_put(v); /* the child must not copy them */
 		int h = ppi_shm_holder_new(v);
 		int fd = h < 0 ? -1 : ppi_shm_reopen(v->ctl_fd, O_RDWR);
 		if (fd >= 0 && ppi_shm_hold(fd, (uint32_t)h, F_RDLCK) == 0) {

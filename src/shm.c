@@ -585,16 +585,22 @@ unsigned ppi_shm_reap(struct ppi_shm *v, bool force)
 	return closed;
 }
 
+/* Under the lock: wake every sleeper on both sides (they look again). */
+static void wake_all(struct ppi_shm *v)
+{
+	for (int s = 0; s < 2; s++)
+		atomic_fetch_add_explicit(&v->ring->seq[s], 1, RELAXED);
+	ppi_futex_wake_shared(&v->ring->seq[0], INT_MAX);
+	ppi_futex_wake_shared(&v->ring->seq[1], INT_MAX);
+}
+
 /* Take the lock of a dead owner: reap it and mend what it was changing. */
 static void recover(struct ppi_shm *v)
 {
 	ppi_shm_reap(v, true);
 	rebuild(v);
 	/* Everyone asleep may be waiting for what the dead owner was doing. */
-	for (int s = 0; s < 2; s++)
-		atomic_fetch_add_explicit(&v->ring->seq[s], 1, RELAXED);
-	ppi_futex_wake_shared(&v->ring->seq[0], INT_MAX);
-	ppi_futex_wake_shared(&v->ring->seq[1], INT_MAX);
+	wake_all(v);
 }
 
 /* ---- the lock ----------------------------------------------------------------- */
@@ -1125,11 +1131,44 @@ void ppi_shm_holder_copy(struct ppi_shm *v, uint32_t from, uint32_t to)
 	}
 }
 
+void ppi_shm_unclosed_add(struct ppi_shm *v, uint32_t d)
+{
+	if (d >= PPI_SHM_DESCS)
+		return;
+	pthread_mutex_lock(&v->mu);
+	v->unclosed_desc[d]++;
+	atomic_store_explicit(&v->unclosed, LOAD(v->unclosed) + 1, RELAXED);
+	pthread_mutex_unlock(&v->mu);
+}
+
+void ppi_shm_unclosed_put(struct ppi_shm *v)
+{
+	unsigned closed = 0;
+	pthread_mutex_lock(&v->mu);
+	for (uint32_t d = 0; d < PPI_SHM_DESCS; d++) {
+		uint32_t n = v->unclosed_desc[d];
+		if (n && !holder_count(v, v->holder, d, -(int)n))
+			closed |= 1u << (LOAD(ppi_shm_descs(v)[d].side) & 1);
+		v->unclosed_desc[d] = 0;
+	}
+	atomic_store_explicit(&v->unclosed, 0, RELAXED);
+	pthread_mutex_unlock(&v->mu);
+	if (closed)
+		wake_all(v); /* they must see end of file or EPIPE */
+}
+
 int ppi_shm_stats(struct ppi_shm *v, struct pp_shared_stats *st)
 {
 	int err = ppi_shm_lock(v);
 	if (err)
 		return err;
+	if (LOAD(v->unclosed))
+		ppi_shm_unclosed_put(v);
+	/* The dead hold nothing: reap them first, so that the counts are what
+	 * the live hold, even when no other call comes to reap (a reaping that
+	 * closed a side owes its other side's sleepers a wake). */
+	if (ppi_shm_reap(v, true))
+		wake_all(v);
 	struct ppi_shm_hdr *hdr = v->hdr;
 	/* Counted from the pages' owners (the hot paths keep no counts but
 	 * the idle one: these would be one more cache line to pass around). */

@@ -136,6 +136,11 @@ struct ppi_shm {
 	 * the process's next lock gives them back (under mu). */
 	_Atomic uint32_t deferred;
 	uint32_t deferred_page[256];
+	/* Handles whose pp_close could not have the lock (EIO): still counted
+	 * in our holder record, which the others cannot reap while we live;
+	 * counted out at the process's next lock (under mu). */
+	_Atomic uint32_t unclosed;
+	uint32_t unclosed_desc[PPI_SHM_DESCS];
 	bool dead;                 /* a fork could not give the child a holder */
 	pthread_mutex_t mu;        /* guards the fields above that change */
 	struct ppi_shm *next;      /* the process's list of views */
@@ -245,6 +250,12 @@ void ppi_shm_pages_mark(struct ppi_shm *v, const uint32_t *pages, unsigned n, ui
  * lock: give them back now. */
 bool ppi_shm_defer_put(struct ppi_shm *v, const uint32_t *pages, unsigned n);
 void ppi_shm_deferred_put(struct ppi_shm *v);
+
+/* Without the lock: a handle on description d was closed but the lock
+ * could not be had to count it out.  Under the lock: count such handles
+ * out now (a side that closes wakes every sleeper). */
+void ppi_shm_unclosed_add(struct ppi_shm *v, uint32_t d);
+void ppi_shm_unclosed_put(struct ppi_shm *v);
 
 /* Map data pages up to `page` if another process grew the data memfd.
  * false: the page is past the data memfd (corrupt index). */

@@ -97,6 +97,8 @@ int ppi_call_lock_shared(struct ppi_call *c)
 	}
 	if (unlikely(LOAD(v->deferred)))
 		ppi_shm_deferred_put(v);
+	if (unlikely(LOAD(v->unclosed)))
+		ppi_shm_unclosed_put(v);
 	unsigned closed = ppi_shm_look(v, false);
 	for (int side = 0; side < 2; side++)
 		if (closed & (1u << side))
