@@ -12,7 +12,9 @@
  *     memfd (whose pages a shared pipe reads rather than maps), a socket
  *     and a kernel pipe, and the reader process gets the source's bytes;
  *   - pp_splice_to_fd empties a shared pipe a writer process fills into a
- *     regular file, a socket and a kernel pipe;
+ *     regular file, a socket and a kernel pipe; a process blocked in it on
+ *     a full descriptor keeps no other process of the pipe waiting (the
+ *     descriptor's reader may need a pagepipe call first) or failing;
  *   - pp_splice and pp_tee between a shared pipe and a private one (both
  *     ways) and between two shared pipes, and pp_fanout from a shared or a
  *     private pipe to a private and a shared one, the shared pipes' other
@@ -27,6 +29,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 
 #include "pagepipe.h"
@@ -239,6 +243,22 @@ static void splice_in_child(void *arg)
 	close(s->fd);
 }
 
+/* pp_splice_to_fd from a shared read end to a descriptor, to the end. */
+static void splice_out_child(void *arg)
+{
+	struct splicer *s = arg;
+	drop_all(s->drop, s->dropfd);
+	ssize_t r;
+	size_t moved = 0;
+	while ((r = pp_splice_to_fd(s->e, s->fd, NULL, 65536, 0)) > 0) {
+		moved += (size_t)r;
+		t_progress();
+	}
+	CHECK_EQ(r, 0);
+	CHECK_EQ(pp_close(s->e), 0);
+	close(s->fd);
+}
+
 static void splice_from_fd_into_shared(void)
 {
 	size_t total = (size_t)t_scaled(2 << 20) + 123;
@@ -312,6 +332,82 @@ static void splice_to_fd_from_shared(void)
 		t_reap(wr);
 		t_reap(drain);
 	}
+}
+
+/* Whether process pid sleeps in system call nr: /proc/PID/stat's state
+ * and /proc/PID/syscall's number. */
+static int asleep_in(pid_t pid, long nr)
+{
+	char path[64], line[512];
+	int in = 0, sleeping = 0;
+	snprintf(path, sizeof path, "/proc/%d/syscall", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (f) {
+		in = fgets(line, sizeof line, f) && strtol(line, NULL, 10) == nr &&
+		     strncmp(line, "running", 7) != 0;
+		fclose(f);
+	}
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (f) {
+		char *p = fgets(line, sizeof line, f) ? strrchr(line, ')') : NULL;
+		sleeping = p && p[1] == ' ' && p[2] == 'S';
+		fclose(f);
+	}
+	return in && sleeping;
+}
+
+/*
+ * A process blocked in pp_splice_to_fd on a full descriptor must not keep
+ * the other processes of the shared pipe out: the descriptor's reader may
+ * itself be one of them, and must be able to make pagepipe calls (here:
+ * close its inherited end) before it reads, and the writer must not fail
+ * with EIO ("lock held for more than a second") while the splicer waits.
+ * A kernel pipe: a reader blocked on its sink holds the pipe lock, and
+ * the others wait (no error), but close(2) of a dup never needs the lock.
+ */
+static void splice_to_full_fd_lets_others_in(void)
+{
+	size_t total = (size_t)t_scaled(1 << 20) + 1000;
+	struct pp_end *e[2];
+	int kp[2];
+	CHECK_EQ(pp_pipe(e, PP_SHARED), 0);
+	CHECK_EQ(pipe2(kp, O_CLOEXEC), 0);
+	struct feed f = { e[1], -1, total, { e[0] }, { kp[0], kp[1] } };
+	pid_t wr = t_child(feeder, &f);
+	CHECK_EQ(pp_close(e[1]), 0);
+	struct splicer sp = { NULL, kp[1], { NULL }, { kp[0] } };
+	pid_t spl;
+	{
+		/* the splicer: a child holding the read end and the sink */
+		struct pp_end *mine = pp_dup(e[0]);
+		CHECK(mine != NULL);
+		sp.e = mine;
+		spl = t_child(splice_out_child, &sp);
+		CHECK_EQ(pp_close(mine), 0);
+	}
+	close(kp[1]);
+	/* wait until the splicer sleeps on the full sink: in writev(2) (the
+	 * only sleep of a kernel pipe's writer when nobody else uses it) if it
+	 * writes with the lock held, in poll(2) if it waits with it dropped */
+	double end = t_now() + 10;
+	int blocked = 0;
+	while (!(blocked = asleep_in(spl, SYS_writev) || asleep_in(spl, SYS_poll)) &&
+	       t_now() < end)
+		t_sleep_ms(1);
+	double t0 = t_now();
+	CHECK_EQ(pp_close(e[0]), 0);
+	double took = t_now() - t0;
+	if (took > 0.5) {
+		fprintf(stderr, "pp_close waited %.2f s for a splicer blocked on its sink\n", took);
+		t_case_failed = 1;
+	}
+	struct feed d = { NULL, kp[0], total, { NULL }, { 0 } };
+	drainer(&d);
+	t_reap(spl);
+	t_reap(wr);
+	if (!blocked && !t_case_failed)
+		SKIP("the splicer was never seen asleep on its sink");
 }
 
 /* ---- between pipes: shared and private ----------------------------------- */
@@ -448,6 +544,7 @@ int main(void)
 	RUN(peek_consume_in_place);
 	RUN(splice_from_fd_into_shared);
 	RUN(splice_to_fd_from_shared);
+	RUN(splice_to_full_fd_lets_others_in);
 	RUN(splice_tee_shared_private);
 	RUN(splice_tee_shared_shared);
 	RUN(fanout_to_private_and_shared);
