@@ -26,9 +26,9 @@
  * otherwise it runs blocking and must return at once.
  *
  * Seeded: PP_DIFF_SEED (default 1) is the first seed, sequence i uses
- * seed+i; PP_DIFF_ITERS sequences (default 24 times PP_TEST_SCALE).  A
- * mismatch prints the seed, the step, the operation and both replies, and
- * the command that replays that sequence.  PP_DIFF_VERBOSE=1 prints every
+ * seed+i; PP_DIFF_ITERS sequences (default 24 times PP_TEST_SCALE, fewer
+ * under the sanitizers).  A mismatch prints the seed, the step, the
+ * operation and both replies, and the command that replays that sequence.  PP_DIFF_VERBOSE=1 prints every
  * step.
  */
 #include <fcntl.h>
@@ -343,7 +343,7 @@ static int sequence(unsigned seed, int verbose)
 static void random_sequences(void)
 {
 	unsigned seed = (unsigned)t_env_long("PP_DIFF_SEED", 1);
-	long iters = t_env_long("PP_DIFF_ITERS", t_scaled(24));
+	long iters = t_env_long("PP_DIFF_ITERS", t_scaled_san(24));
 	int verbose = (int)t_env_long("PP_DIFF_VERBOSE", 0);
 	int fails = 0;
 	for (long i = 0; i < iters && fails < 3; i++) {

@@ -266,7 +266,7 @@ static const int kinds[] = { TP_KERNEL, TP_SHARED };
 static void records_one_reader(void)
 {
 	for (int k = 0; k < 2; k++)
-		records(kinds[k], t_scaled(4000), 0, 1);
+		records(kinds[k], t_scaled_san(4000), 0, 1);
 }
 
 static void records_two_readers(void)
@@ -274,7 +274,7 @@ static void records_two_readers(void)
 	static const size_t sizes[] = { 4096, 1000, 24 };
 	for (int k = 0; k < 2; k++)
 		for (int i = 0; i < 3; i++)
-			records(kinds[k], t_scaled(sizes[i] < 100 ? 8000 : 2000), sizes[i], 2);
+			records(kinds[k], t_scaled_san(sizes[i] < 100 ? 8000 : 2000), sizes[i], 2);
 }
 
 /* ---- writes above PIPE_BUF: every byte tagged -------------------------- */
@@ -364,7 +364,7 @@ static void big_writes(int kind, long bytes)
 static void big_writes_lose_nothing(void)
 {
 	for (int k = 0; k < 2; k++)
-		big_writes(kinds[k], t_scaled(6 << 20));
+		big_writes(kinds[k], t_scaled_san(6 << 20));
 }
 
 int main(void)

@@ -164,9 +164,9 @@ static void stream_write_sizes(void)
 	for (int k = 0; k < 2; k++) {
 		for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
 			size_t s = sizes[i];
-			size_t total = s == 1 ? (size_t)t_scaled(32768)
-			             : s == 64 ? (size_t)t_scaled(1 << 20)
-			                       : (size_t)t_scaled(2 << 20) + s / 2;
+			size_t total = s == 1 ? (size_t)t_scaled_san(32768)
+			             : s == 64 ? (size_t)t_scaled_san(1 << 20)
+			                       : (size_t)t_scaled_san(2 << 20) + s / 2;
 			stream(kinds[k], total, s, 0, 0, 0, 200000);
 		}
 	}
@@ -175,25 +175,25 @@ static void stream_write_sizes(void)
 static void stream_random_mixes(void)
 {
 	for (int k = 0; k < 2; k++) {
-		stream(kinds[k], (size_t)t_scaled(2 << 20) + 17, 0, 9000, 0, 0, 9000);
-		stream(kinds[k], (size_t)t_scaled(2 << 20) + 5, 0, 300000, 0, 0, 70000);
-		stream(kinds[k], (size_t)t_scaled(1 << 20) + 1, 0, 100, 0, 0, 100000);
+		stream(kinds[k], (size_t)t_scaled_san(2 << 20) + 17, 0, 9000, 0, 0, 9000);
+		stream(kinds[k], (size_t)t_scaled_san(2 << 20) + 5, 0, 300000, 0, 0, 70000);
+		stream(kinds[k], (size_t)t_scaled_san(1 << 20) + 1, 0, 100, 0, 0, 100000);
 	}
 }
 
 static void stream_readv_writev(void)
 {
 	for (int k = 0; k < 2; k++)
-		stream(kinds[k], (size_t)t_scaled(2 << 20) + 9, 0, 70000, 1, 0, 70000);
+		stream(kinds[k], (size_t)t_scaled_san(2 << 20) + 9, 0, 70000, 1, 0, 70000);
 }
 
 /* One page of capacity: both sides wait again and again. */
 static void stream_small_capacity(void)
 {
 	for (int k = 0; k < 2; k++) {
-		stream(kinds[k], (size_t)t_scaled(1 << 20), 0, 6000, 0, 4096, 5000);
-		stream(kinds[k], (size_t)t_scaled(1 << 20), 4096, 0, 0, 4096, 4096);
-		stream(kinds[k], (size_t)t_scaled(1 << 20), 0, 20000, 0, 8192, 300);
+		stream(kinds[k], (size_t)t_scaled_san(1 << 20), 0, 6000, 0, 4096, 5000);
+		stream(kinds[k], (size_t)t_scaled_san(1 << 20), 4096, 0, 0, 4096, 4096);
+		stream(kinds[k], (size_t)t_scaled_san(1 << 20), 0, 20000, 0, 8192, 300);
 	}
 }
 

@@ -133,7 +133,7 @@ static void read_check(struct pp_end *e, size_t total)
 static void peek_consume_in_place(void)
 {
 	struct pp_end *e[2];
-	size_t total = (size_t)t_scaled(2 << 20);
+	size_t total = (size_t)t_scaled_san(2 << 20);
 	CHECK_EQ(pp_pipe(e, PP_SHARED), 0);
 	CHECK_EQ(pp_setsize(e[1], 4 * PP_PAGE_SIZE), 4 * PP_PAGE_SIZE);
 	struct feed f = { e[1], -1, total, { e[0] }, { 0 } };
@@ -261,7 +261,7 @@ static void splice_out_child(void *arg)
 
 static void splice_from_fd_into_shared(void)
 {
-	size_t total = (size_t)t_scaled(2 << 20) + 123;
+	size_t total = (size_t)t_scaled_san(2 << 20) + 123;
 	for (int kind = 0; kind < FD_KINDS; kind++) {
 		struct pp_end *e[2];
 		int fd[2];
@@ -290,7 +290,7 @@ static void splice_from_fd_into_shared(void)
 
 static void splice_to_fd_from_shared(void)
 {
-	size_t total = (size_t)t_scaled(2 << 20) + 321;
+	size_t total = (size_t)t_scaled_san(2 << 20) + 321;
 	for (int kind = 0; kind < FD_KINDS; kind++) {
 		if (kind == FD_MEMFD)
 			continue;
@@ -368,7 +368,7 @@ static int asleep_in(pid_t pid, long nr)
  */
 static void splice_to_full_fd_lets_others_in(void)
 {
-	size_t total = (size_t)t_scaled(1 << 20) + 1000;
+	size_t total = (size_t)t_scaled_san(1 << 20) + 1000;
 	struct pp_end *e[2];
 	int kp[2];
 	CHECK_EQ(pp_pipe(e, PP_SHARED), 0);
@@ -438,7 +438,7 @@ static void take_now(struct pp_end *e, size_t n, size_t *got, long *bad)
  */
 static void between(int op, int src_shared, int dst_shared)
 {
-	size_t total = (size_t)t_scaled(1 << 20) + 77;
+	size_t total = (size_t)t_scaled_san(1 << 20) + 77;
 	struct pp_end *s[2], *d[2], *d2[2] = { NULL, NULL };
 	pid_t wr = -1, rd = -1;
 	CHECK_EQ(pp_pipe(s, src_shared ? PP_SHARED : 0), 0);
