@@ -174,7 +174,9 @@ HG_SINGLE = api_errors coalesce diff_kernel fault_core fault_zerocopy fuzz_repla
             pool_batch splice_file_pages splice_matches_model splice_matches_kernel \
             splice_shares_pages splice_isolation splice_errors splice_fd_file \
             splice_fd_devices splice_fd_errors vmsplice_matches_model \
-            vmsplice_release_shared vmsplice_partial vmsplice_no_copy vmsplice_errors
+            vmsplice_release_shared vmsplice_partial vmsplice_no_copy vmsplice_errors \
+            shared_stream shared_atomic_records shared_coalesce_packet shared_zero_copy \
+            diff_kernel_procs
 HG_TESTS = $(filter-out $(addprefix $(HG_BUILD)/test/,$(HG_SINGLE)), \
              $(patsubst $(BUILD)/test/%,$(HG_BUILD)/test/%,$(TESTS)))
 
