@@ -177,7 +177,9 @@ HG_SINGLE = api_errors coalesce crash_all_die crash_lock crash_readers crash_wri
             splice_fd_devices splice_fd_errors vmsplice_matches_model \
             vmsplice_release_shared vmsplice_partial vmsplice_no_copy vmsplice_errors \
             shared_fork_eof shared_export_import shared_events_fd private_fork_ebadf \
-            named_pipes
+            named_pipes \
+            shared_stream shared_atomic_records shared_coalesce_packet shared_zero_copy \
+            diff_kernel_procs
 HG_TESTS = $(filter-out $(addprefix $(HG_BUILD)/test/,$(HG_SINGLE)), \
              $(patsubst $(BUILD)/test/%,$(HG_BUILD)/test/%,$(TESTS)))
 

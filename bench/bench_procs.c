@@ -819,7 +819,7 @@ static int make_file(struct file_case *fc, unsigned long long size)
 	}
 	if (fd < 0)
 		die("mkstemp");
-	struct tp f = { 1, { -1, fd }, { NULL, NULL } };
+	struct tp f = { 1, { -1, fd }, { NULL, NULL }, 0 };
 	if (bench_write_stream(&f, size, CAT_BUF) != 0)
 		die("writing the file");
 	fc->size = size;

@@ -8,7 +8,8 @@
  * from their pages, and exactly the bytes the kernel took are consumed; a
  * short write leaves the rest in the pipe.  The ring lock is held across
  * the system call, as Linux holds the pipe lock across a splice, because
- * another reader must not take bytes we may still have to leave in place.
+ * another reader must not take bytes we may still have to leave in place;
+ * for a shared ring only across writes that cannot sleep (sink_write).
  *
  * From a descriptor: free slots are reserved under the lock (they count as
  * used for everyone else, see ppi_ring_room), fresh pages are filled by
@@ -29,7 +30,9 @@
  * pool pages.
  */
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 
@@ -254,17 +257,113 @@ PPI_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t
 	return ppi_result(n, n < 0 ? err : 0, false, 0);
 }
 
+/*
+ * How a shared ring's bytes go to a descriptor without sleeping in the
+ * system call with the ring locked (see pp_splice_to_fd): SINK_ANY, one
+ * writev, which cannot sleep on a reader (a private ring, a regular file,
+ * a device other than a terminal, a descriptor with O_NONBLOCK);
+ * SINK_SOCKET, sendmsg with MSG_DONTWAIT; SINK_POLLED (a kernel pipe or
+ * FIFO, a terminal), writes of at most PIPE_BUF bytes while poll(2) says
+ * the descriptor is writable, so each fits without waiting.
+ */
+enum { SINK_ANY, SINK_SOCKET, SINK_POLLED };
+
+static int sink_kind(int fd, const struct stat *st, bool shared)
+{
+	if (!shared || S_ISREG(st->st_mode) || S_ISBLK(st->st_mode) ||
+	    (S_ISCHR(st->st_mode) && !isatty(fd)))
+		return SINK_ANY;
+	int fdfl = fcntl(fd, F_GETFL);
+	if (fdfl >= 0 && (fdfl & O_NONBLOCK))
+		return SINK_ANY;
+	return S_ISSOCK(st->st_mode) ? SINK_SOCKET : SINK_POLLED;
+}
+
+static bool sink_writable(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	return poll(&p, 1, 0) == 1 && p.revents;
+}
+
+/* Write iov[0..cnt) (planned bytes) to fd as kind allows: the count, or -1
+ * with errno (EAGAIN: nothing could go without waiting). */
+static ssize_t sink_write(int fd, int kind, const off_t *off, struct iovec *iov, int cnt,
+                          size_t planned)
+{
+	if (kind == SINK_ANY)
+		return off ? pwritev(fd, iov, cnt, *off) : writev(fd, iov, cnt);
+	if (kind == SINK_SOCKET) {
+		struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)cnt };
+		return sendmsg(fd, &m, MSG_DONTWAIT);
+	}
+	size_t done = 0;
+	int i = 0;
+	size_t skip = 0; /* bytes of iov[i] already written */
+	while (done < planned) {
+		if (!sink_writable(fd))
+			break;
+		struct iovec part[SEGS_MAX];
+		int k = 0;
+		size_t want = 0;
+		for (int j = i; j < cnt && want < PP_PIPE_BUF && k < SEGS_MAX; j++) {
+			size_t from = j == i ? skip : 0;
+			size_t l = iov[j].iov_len - from;
+			if (l > PP_PIPE_BUF - want)
+				l = PP_PIPE_BUF - want;
+			part[k++] = (struct iovec){ (char *)iov[j].iov_base + from, l };
+			want += l;
+		}
+		ssize_t n = off ? pwritev(fd, part, k, *off + (off_t)done) : writev(fd, part, k);
+		if (n < 0)
+			return done ? (ssize_t)done : -1;
+		done += (size_t)n;
+		for (size_t adv = (size_t)n; adv && i < cnt;) {
+			size_t l = iov[i].iov_len - skip;
+			if (adv < l) {
+				skip += adv;
+				adv = 0;
+			} else {
+				adv -= l;
+				skip = 0;
+				i++;
+			}
+		}
+		if ((size_t)n < want)
+			break;
+	}
+	if (!done) {
+		errno = EAGAIN;
+		return -1;
+	}
+	return (ssize_t)done;
+}
+
+/*
+ * The ring lock is held across the write, so that no other reader takes
+ * bytes we may have to leave in place.  Linux holds the pipe's lock across
+ * a splice that sleeps on its sink, and the other users of the pipe wait.
+ * A shared ring's lock must not be held that way: waiters in other
+ * processes give up after a second with EIO (a holder that long is taken
+ * for a stopped or broken one), and the sink's reader may itself need the
+ * pipe's lock before it reads (to close an end it inherited), which would
+ * deadlock.  So a shared ring's bytes only go to a descriptor as far as it
+ * takes them at once (sink_write); when it takes nothing, the call waits
+ * for it to be writable with the lock dropped, and starts again.
+ */
 PPI_API ssize_t pp_splice_to_fd(struct pp_end *in, int fd, off_t *off, size_t len, unsigned flags)
 {
 	bool nonblock;
+	struct stat st;
 	if (!len)
 		return 0;
-	struct ppi_ring *r = fd_prologue(in, PPI_READ, fd, off, flags, &len, &nonblock, NULL);
+	struct ppi_ring *r = fd_prologue(in, PPI_READ, fd, off, flags, &len, &nonblock, &st);
 	if (!r)
 		return -1;
+	int kind = sink_kind(fd, &st, in->shm != NULL);
 
 	ssize_t n = 0;
 	struct ppi_call c;
+again:;
 	int err = ppi_call_lock(&c, r, in->shm, true);
 	if (err)
 		return ppi_result(-1, err, false, 0);
@@ -286,7 +385,15 @@ PPI_API ssize_t pp_splice_to_fd(struct pp_end *in, int fd, off_t *off, size_t le
 			iov[cnt++].iov_len = take;
 			planned += take; /* packets too: splice is not read(2) */
 		}
-		n = err ? -1 : off ? pwritev(fd, iov, cnt, *off) : writev(fd, iov, cnt);
+		n = err ? -1 : sink_write(fd, kind, off, iov, cnt, planned);
+		if (n < 0 && !err && errno == EAGAIN && kind != SINK_ANY) {
+			/* the sink is full: wait for it without the lock */
+			ppi_call_unlock(&c);
+			struct pollfd p = { .fd = fd, .events = POLLOUT };
+			if (poll(&p, 1, -1) < 0)
+				return ppi_result(-1, errno, false, 0);
+			goto again;
+		}
 		if (n < 0 && !err)
 			err = errno;
 		else if (n > 0) /* exactly what the descriptor took */

@@ -10,6 +10,13 @@
  * tp_setsize, tp_setnonblock and tp_events make the kernel call or the
  * pp_* call.  Only the public API (pagepipe.h) is used.
  *
+ * A third kind, the shared pagepipe, is tp_open with PP_SHARED in flags (a
+ * kernel pipe ignores it): the same calls, with the ends usable in any
+ * process forked after tp_open, as a kernel pipe's descriptors are.  So a
+ * scenario written for the two runs with its ends in two processes: fork,
+ * and each process closes the end it does not use (tp_close_end).  tp_kind
+ * names the three in a loop (TP_KINDS of them).
+ *
  * The kernel calls take their arguments through TP_HIDE, so that a test
  * can hand the kernel deliberately bad ones (NULL buffers, negative
  * counts) without -Werror objecting; the cost is nil.
@@ -35,12 +42,16 @@ struct tp {
 	int kernel;          /* 1: fd[] is a kernel pipe; 0: e[] a pagepipe */
 	int fd[2];
 	struct pp_end *e[2];
+	int shared;          /* a pagepipe made with PP_SHARED */
 };
 
 static inline const char *tp_name(const struct tp *t)
 {
-	return t->kernel ? "kernel" : "pagepipe";
+	return t->kernel ? "kernel" : t->shared ? "shared pagepipe" : "pagepipe";
 }
+
+/* The three kinds of pipe a scenario can run on, for loops over them. */
+enum { TP_KERNEL, TP_PRIVATE, TP_SHARED, TP_KINDS };
 
 /* Open a pipe; flags are PP_* (PP_PACKET is O_DIRECT for the kernel;
  * PP_NOSIGPIPE has no kernel equivalent and is ignored there). */
@@ -49,6 +60,7 @@ static inline int tp_open(struct tp *t, int kernel, int flags)
 	memset(t, 0, sizeof *t);
 	t->kernel = kernel;
 	t->fd[0] = t->fd[1] = -1;
+	t->shared = !kernel && (flags & PP_SHARED);
 	if (kernel) {
 		int kf = O_CLOEXEC;
 		if (flags & PP_NONBLOCK)
@@ -60,11 +72,18 @@ static inline int tp_open(struct tp *t, int kernel, int flags)
 	return pp_pipe(t->e, flags);
 }
 
+/* tp_open for kind (TP_KERNEL, TP_PRIVATE or TP_SHARED). */
+static inline int tp_open_kind(struct tp *t, int kind, int flags)
+{
+	flags &= ~PP_SHARED;
+	return tp_open(t, kind == TP_KERNEL, kind == TP_SHARED ? flags | PP_SHARED : flags);
+}
+
 /* A struct tp for the two ends of a pagepipe made elsewhere (either may be
  * NULL). */
 static inline struct tp tp_of(struct pp_end *rd, struct pp_end *wr)
 {
-	struct tp t = { 0, { -1, -1 }, { rd, wr } };
+	struct tp t = { 0, { -1, -1 }, { rd, wr }, 0 };
 	return t;
 }
 
