@@ -1068,13 +1068,17 @@ void ppi_shm_detach(struct ppi_shm *v)
 	view_free(v);
 }
 
-int ppi_shm_handles(struct ppi_shm *v, uint32_t d, int n, unsigned *closed, bool *gone)
+int ppi_shm_handles(struct ppi_shm *v, uint32_t d, int side, int n, unsigned *closed, bool *gone)
 {
 	*gone = false;
 	*closed = 0;
 	if (d >= PPI_SHM_DESCS)
 		return EINVAL;
-	int side = (int)(LOAD(ppi_shm_descs(v)[d].side) & 1);
+	/* side is the handle's, not the description's word in shared memory:
+	 * this process's own counts must not follow what another process
+	 * writes there (a rewritten side would leave them never reaching
+	 * zero, and the view never freed). */
+	side &= 1;
 	if (!holder_count(v, v->holder, d, n) && n < 0)
 		*closed = 1u << side;
 	pthread_mutex_lock(&v->mu);
