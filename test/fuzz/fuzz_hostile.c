@@ -4,7 +4,9 @@
  * and during them.
  *
  * One input is a program.  Its first byte chooses the pipe's mode (bit 0:
- * packet mode); the pipe is always PP_SHARED | PP_NONBLOCK | PP_NOSIGPIPE,
+ * packet mode; bit 1: writes to the lock word may name a live holder, this
+ * process or the scribbler, which holds calls up for the lock's one-second
+ * give-up, so only inputs that ask for it do: else fuzzing crawls); the pipe is always PP_SHARED | PP_NONBLOCK | PP_NOSIGPIPE,
  * so no call may wait for data or room.  Then one step after another, each
  * a byte OP (OP % 16) and its operands:
  *   0 H SIZE            pp_write of SIZE bytes on write handle H
@@ -96,6 +98,7 @@ struct hf {
 	unsigned char *data; /* its data memory's reserve */
 	struct ppi_shm *shm; /* the process's view */
 	bool packet;
+	bool stalls;         /* lock words naming a live holder are allowed */
 	bool dirty;          /* the ctl memory was written to */
 	uint64_t wpos, rpos; /* stream positions: written, read (clean pipe) */
 	int kin[2], kout[2]; /* kernel pipes: into the pipe, out of it */
@@ -150,11 +153,16 @@ static bool hf_is_desc_flags(size_t off)
 
 /* Store a 32-bit word at off of the ctl memory (a description's flags keep
  * PP_NONBLOCK, see the top). */
-static void hf_store(unsigned char *ctl, size_t off, uint32_t val)
+static void hf_store(unsigned char *ctl, size_t off, uint32_t val, bool stalls)
 {
 	off &= ~(size_t)3;
 	if (hf_is_desc_flags(off))
 		val |= PP_NONBLOCK;
+	/* A lock word naming a live holder (this process is holder 0, a
+	 * scribbler one of the next few) holds calls up for the lock's
+	 * second: only in inputs that ask for it, or fuzzing crawls. */
+	if (off == HF_HDR(lock) && !stalls && (val & ~PPI_LOCK_WAITERS) - 1 < 4)
+		val += 4;
 	__atomic_store_n((uint32_t *)(ctl + off), val, __ATOMIC_RELAXED);
 }
 
@@ -230,7 +238,7 @@ static void hf_mutate(struct hf *f)
 	size_t off = hf_target(f->ctl, r, i, fl);
 	uint32_t old = hf_load(f->ctl, off), val = hf_value(&f->in, old);
 	fuzz_name(&f->rep, "ctl[%#zx] = %#x (was %#x)", off, val, old);
-	hf_store(f->ctl, off, val);
+	hf_store(f->ctl, off, val, f->stalls);
 	f->dirty = true;
 }
 
@@ -243,7 +251,8 @@ static uint32_t hf_rand(uint64_t *s)
 }
 
 /* The forked peer: n words of garbage, a pause now and then, then exit. */
-__attribute__((noreturn)) static void hf_scribble(unsigned char *ctl, uint64_t seed, unsigned n)
+__attribute__((noreturn)) static void hf_scribble(unsigned char *ctl, uint64_t seed, unsigned n,
+                                                  bool stalls)
 {
 	for (unsigned k = 0; k < n; k++) {
 		uint32_t a = hf_rand(&seed), b = hf_rand(&seed);
@@ -259,7 +268,7 @@ __attribute__((noreturn)) static void hf_scribble(unsigned char *ctl, uint64_t s
 		case 6: val = old ^ (1u << (b >> 27)); break;
 		default: val = old; break;
 		}
-		hf_store(ctl, off, val);
+		hf_store(ctl, off, val, stalls);
 		if (k % 32 == 31) {
 			struct timespec ts = { 0, 20000 };
 			nanosleep(&ts, NULL);
@@ -291,7 +300,7 @@ static void hf_timed(struct hf *f, uint64_t t0)
 	 * every call up for the lock's second: let go of it, as that peer
 	 * would, so an input costs seconds at most. */
 	if (took > 200 * 1000000ull && f->nh[0] + f->nh[1])
-		hf_store(f->ctl, HF_HDR(lock), 0);
+		hf_store(f->ctl, HF_HDR(lock), 0, true);
 }
 
 /* -1 is allowed only with one of the errnos in the 0-ended list. */
@@ -578,7 +587,7 @@ static void hf_splice_pipe(struct hf *f)
 	if (got) {
 		uint64_t keep = f->rpos;
 		hf_delivered(f, f->buf, got, true);
-		if (tee && !f->dirty && !f->packet)
+		if (tee)
 			f->rpos = keep; /* tee leaves the bytes there */
 	}
 }
@@ -649,7 +658,7 @@ static void hf_race(struct hf *f)
 	pid_t pid = fork();
 	FUZZ_CHECK(&f->rep, pid >= 0, "fork: %s", strerror(errno));
 	if (pid == 0)
-		hf_scribble(f->ctl, seed, n);
+		hf_scribble(f->ctl, seed, n, f->stalls);
 	f->scribbler = pid;
 	f->race_left = (int)k;
 	f->dirty = true;
@@ -692,7 +701,9 @@ int HF_ENTRY(const uint8_t *data, size_t size)
 		         .in = { data, size } };
 	const char *vg = getenv("PP_VALGRIND");
 	f.bound_ns = (vg && *vg == '1' ? 20 : 4) * 1000000000ull;
-	f.packet = fuzz_byte(&f.in) & 1;
+	unsigned mode = fuzz_byte(&f.in);
+	f.packet = mode & 1;
+	f.stalls = mode & 2;
 	struct pp_end *ends[2];
 	int fl = PP_SHARED | PP_NONBLOCK | PP_NOSIGPIPE | (f.packet ? PP_PACKET : 0);
 	FUZZ_CHECK(&f.rep, pp_pipe(ends, fl) == 0, "pp_pipe: %s", strerror(errno));

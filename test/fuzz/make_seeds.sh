@@ -259,7 +259,8 @@ ls "$dir" | wc -l | sed 's/$/ seeds in '"$(echo "$dir" | sed 's/[\/&]/\\&/g')"'/
 
 # ---- fuzz_hostile.c -------------------------------------------------------------
 # Its language is in fuzz_hostile.c's top comment: a mode byte (00 stream,
-# 01 packet), then steps.  The writes to the ctl memory, "0c R I F V":
+# 01 packet, 02 lock words may name a live holder), then steps.  The writes
+# to the ctl memory, "0c R I F V":
 # R 00 header word F: 00 lock, 01 data_pages, 02 idle_head, 03 idle_count,
 #   04 free_head, 05-06 fd_used, 07-08 fd_ready, 09 geom, 0a broken,
 #   0b magic, 0c reaped_ns;
@@ -296,7 +297,7 @@ seed h14_bytes             00 $W10 '|' 0c 01 00 00 04 '|' 05 00 00 '|' $R10 '|' 
 seed h15_no_writers        00 $W10 '|' 0c 01 00 08 00 '|' $R10 '|' $R10 '|' 05 00 00
 seed h16_no_readers        00 0c 01 00 07 00 '|' $W10 '|' 01 00 20 80 80
 seed h17_lock_dead_owner   00 0c 00 00 00 0f f5 01 00 80 '|' $W10 '|' $R10
-seed h18_lock_live_owner   00 $W10 '|' 0c 00 00 00 01 '|' $R10 '|' $R10
+seed h18_lock_live_owner   02 $W10 '|' 0c 00 00 00 01 '|' $R10 '|' $R10
 seed h19_lock_invalid      00 0c 00 00 00 04 '|' $W10 '|' $R10
 seed h20_free_list         00 0c 00 00 04 0d 20 '|' 00 00 7f '|' 0c 00 00 04 04 '|' 00 00 7f
 seed h21_idle_loop         00 00 00 64 '|' 02 00 64 '|' 0c 03 01 01 01 '|' 0c 00 00 03 04 '|' 00 00 7f '|' 02 00 7f
