@@ -265,14 +265,17 @@ static bool holder_dead(struct ppi_shm *v, uint32_t h)
 }
 
 /* Under the lock: holder h holds n more (or fewer) handles on
- * description d; the ring's totals follow.  The side's total, after. */
-static uint32_t holder_count(struct ppi_shm *v, uint32_t h, uint32_t d, int n)
+ * description d; the ring's totals follow.  The side's total, after.
+ * n is 64-bit: a dead holder's whole count, read from shared memory, may
+ * be any 32-bit value, and is taken away as it is. */
+static uint32_t holder_count(struct ppi_shm *v, uint32_t h, uint32_t d, int64_t n)
 {
 	struct ppi_shm_holder *ho = &ppi_shm_holders(v)[h];
 	struct ppi_shm_desc *de = &ppi_shm_descs(v)[d];
 	uint32_t side = LOAD(de->side) & 1;
 	uint32_t had = LOAD(ho->handles[d]);
-	uint32_t now = n < 0 && had < (uint32_t)-n ? 0 : had + (uint32_t)n;
+	int64_t want = (int64_t)had + n;
+	uint32_t now = want < 0 ? 0 : want > UINT32_MAX ? UINT32_MAX : (uint32_t)want;
 	atomic_store_explicit(&ho->handles[d], now, RELAXED);
 	if (!had != !now) {
 		uint32_t hs = LOAD(de->holders);
@@ -295,7 +298,7 @@ static unsigned holder_release(struct ppi_shm *v, uint32_t h)
 	unsigned closed = 0;
 	for (uint32_t d = 0; d < PPI_SHM_DESCS; d++) {
 		uint32_t n = LOAD(ho->handles[d]);
-		if (n && !holder_count(v, h, d, -(int)n))
+		if (n && !holder_count(v, h, d, -(int64_t)n))
 			closed |= 1u << (LOAD(ppi_shm_descs(v)[d].side) & 1);
 	}
 	for (int s = 0; s < 2; s++) {
@@ -1121,7 +1124,7 @@ void ppi_shm_holder_copy(struct ppi_shm *v, uint32_t from, uint32_t to)
 	for (uint32_t d = 0; d < PPI_SHM_DESCS; d++) {
 		uint32_t n = LOAD(hs[from].handles[d]);
 		if (n)
-			holder_count(v, to, d, (int)n);
+			holder_count(v, to, d, n);
 	}
 }
 
