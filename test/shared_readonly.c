@@ -70,16 +70,28 @@ static int ro_pipe(struct pp_end *ends[2], int pages, int *xfd)
 	return *xfd >= 0 ? 0 : -1;
 }
 
+/* The forked reader's handle, closed when it is done. */
+static struct pp_end *ro_r;
+
 /* In a forked child: let go of what fork gave it and hold only the
  * exported read end.  NULL when that failed. */
 static struct pp_end *ro_reader_only(struct pp_end *ends[2], int xfd)
 {
 	pp_close(ends[0]);
 	pp_close(ends[1]);
-	struct pp_end *r = pp_import(xfd);
-	if (!r || !r->shm || r->shm->data_rw)
+	ro_r = pp_import(xfd);
+	if (!ro_r || !ro_r->shm || ro_r->shm->data_rw)
 		return NULL;
-	return r;
+	return ro_r;
+}
+
+/* The forked reader: fn's result as its exit status. */
+__attribute__((noreturn)) static void ro_reader_run(int (*fn)(void *), void *arg)
+{
+	int st = fn(arg);
+	if (ro_r)
+		pp_close(ro_r);
+	_exit(st);
 }
 
 /* Run fn in a forked child; its exit status (0: all held; else the number
@@ -89,7 +101,7 @@ static int ro_child(int (*fn)(void *), void *arg)
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid == 0)
-		_exit(fn(arg));
+		ro_reader_run(fn, arg);
 	int st = 0;
 	if (pid < 0 || waitpid(pid, &st, 0) != pid)
 		return -2;
@@ -339,7 +351,7 @@ static void ctl_scribbles_deliver_written_bytes(void)
 		fflush(NULL);
 		pid_t pid = fork();
 		if (pid == 0)
-			_exit(ro_scribble(&a));
+			ro_reader_run(ro_scribble, &a);
 		CHECK(pid > 0);
 		/* The other reader, and the writer: until the scribbler is done
 		 * or the pipe is found corrupt. */
