@@ -397,11 +397,76 @@ static void ctl_scribbles_deliver_written_bytes(void)
 	fprintf(stderr, "  %d rounds: %ld found corrupt, %ld bytes read\n", rounds, eio, bytes_read);
 }
 
+/* A peer that ignores the lock: while the other reader's call runs, it
+ * keeps every slot a valid empty buffer and moves head far past tail and
+ * back, so that what the call reads of head after the lock's checks may
+ * be anything.  The broken flag is cleared again and again. */
+static int ro_race(void *p)
+{
+	struct ro_arg *a = p;
+	struct pp_end *r = ro_reader_only(a->ends, a->xfd);
+	if (!r)
+		return 1;
+	struct ppi_shm_hdr *hdr = r->shm->hdr;
+	struct ppi_ring *ring = r->shm->ring;
+	double end = t_now() + a->secs;
+	while (t_now() < end)
+		for (int k = 0; k < 1000; k++) {
+			uint32_t geom = atomic_load(&hdr->geom);
+			struct ppi_buf *b = ppi_shm_slots(r->shm, geom >> 8);
+			for (uint32_t i = 0; i < 16; i++) {
+				__atomic_store_n(&b[i].page, 1u, __ATOMIC_RELAXED);
+				__atomic_store_n(&b[i].flags, 0u, __ATOMIC_RELAXED);
+				__atomic_store_n(&b[i].span, 0u, __ATOMIC_RELAXED);
+			}
+			atomic_store(&hdr->geom, 4u);
+			atomic_store(&hdr->broken, 0u);
+			uint32_t tail = atomic_load(&ring->tail);
+			atomic_store(&ring->head, tail + (k & 1 ? 0x40000000u : 1u));
+		}
+	return 0;
+}
+
+static void racing_peer_cannot_hold_a_call(void)
+{
+	struct pp_end *ends[2];
+	int xfd = -1;
+	CHECK(ro_pipe(ends, 1, &xfd) == 0);
+	struct ro_arg a = { .ends = ends, .xfd = xfd, .secs = t_valgrind() ? 2.0 : 0.5 };
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0)
+		ro_reader_run(ro_race, &a);
+	CHECK(pid > 0);
+	double bound = t_valgrind() ? 20.0 : 2.0, worst = 0;
+	long calls = 0;
+	int st = 0;
+	while (waitpid(pid, &st, WNOHANG) == 0) {
+		static unsigned char buf[PP_PAGE_SIZE];
+		double t0 = t_now();
+		ssize_t n = pp_read(ends[0], buf, sizeof buf);
+		int err = errno;
+		double took = t_now() - t0;
+		CHECK(n >= 0 || err == EAGAIN || err == EIO);
+		if (took > worst)
+			worst = took;
+		calls++;
+		t_progress();
+	}
+	fprintf(stderr, "  %ld reads, the longest %.3f s\n", calls, worst);
+	CHECK(worst < bound);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	close(xfd);
+	pp_close(ends[0]);
+	pp_close(ends[1]);
+}
+
 int main(void)
 {
 	RUN(data_pages_mapped_read_only);
 	RUN(data_memfd_not_reopened_writable);
 	RUN(ctl_corruption_is_eio);
 	RUN(ctl_scribbles_deliver_written_bytes);
+	RUN(racing_peer_cannot_hold_a_call);
 	return T_DONE();
 }
