@@ -489,6 +489,10 @@ static void rebuild(struct ppi_shm *v)
 	 * between emptying a buffer and moving tail; its page, if still
 	 * marked in the ring, is found unnamed below), check the rest. */
 	uint32_t head = LOAD(r->head), tail = LOAD(r->tail);
+	if (head - tail > mask + 1) { /* moved since the check, by a peer ignoring the lock */
+		broken(v);
+		return;
+	}
 	for (; tail != head; tail++) {
 		struct ppi_buf b = bufs[tail & mask];
 		if (!ppi_shm_buf_ok(v, &b))
@@ -1024,8 +1028,12 @@ void ppi_shm_opened(struct ppi_shm *v)
 	if (LOAD(r->handles[PPI_READ]) || LOAD(r->handles[PPI_WRITE]) ||
 	    ppi_shm_ring_check(v, &bufs, &mask))
 		return;
-	uint32_t head = LOAD(r->head);
-	for (uint32_t i = LOAD(r->tail); i != head; i++) {
+	uint32_t head = LOAD(r->head), tail = LOAD(r->tail);
+	if (head - tail > mask + 1) { /* moved since the check, by a peer ignoring the lock */
+		broken(v);
+		return;
+	}
+	for (uint32_t i = tail; i != head; i++) {
 		struct ppi_buf b = bufs[i & mask];
 		if (ppi_shm_buf_ok(v, &b))
 			ppi_shm_pages_put(v, &b.page, 1);
