@@ -225,16 +225,11 @@ static void data_memfd_not_reopened_writable(void)
 
 /* ---- the ctl memory ------------------------------------------------------------- */
 
-static uint32_t *ro_word(struct pp_end *r, size_t off)
-{
-	return (uint32_t *)((unsigned char *)r->shm->hdr + off);
-}
-
 /* The slot at tail, in the area in use. */
 static struct ppi_buf *ro_tail_slot(struct pp_end *r)
 {
-	uint32_t geom = __atomic_load_n(ro_word(r, offsetof(struct ppi_shm_hdr, geom)), __ATOMIC_RELAXED);
-	uint32_t tail = __atomic_load_n(&r->shm->ring->tail, __ATOMIC_RELAXED);
+	uint32_t geom = atomic_load_explicit(&r->shm->hdr->geom, memory_order_relaxed);
+	uint32_t tail = atomic_load_explicit(&r->shm->ring->tail, memory_order_relaxed);
 	return ppi_shm_slots(r->shm, geom >> 8) + (tail & ((1u << (geom & 0xff)) - 1));
 }
 

@@ -450,14 +450,11 @@ static void hf_peek(struct hf *f)
 		           (void *)(f->data + PP_PAGE_SIZE), (void *)(f->data + mapped * PP_PAGE_SIZE));
 		if (f->dirty) {
 			hf_delivered(f, b, len, false);
-		} else {
-			/* Stream mode: the segments are the next bytes in order. */
-			if (!f->packet) {
-				uint64_t keep = f->rpos;
-				f->rpos += total;
-				hf_delivered(f, b, len, false);
-				f->rpos = keep;
-			}
+		} else if (!f->packet) { /* the segments are the next bytes, in order */
+			uint64_t keep = f->rpos;
+			f->rpos += total;
+			hf_delivered(f, b, len, false);
+			f->rpos = keep;
 		}
 		total += len;
 	}
@@ -469,14 +466,14 @@ static void hf_peek(struct hf *f)
 	hf_timed(f, t0);
 	static const int errs[] = { EINVAL, EIO, 0 };
 	hf_ret(f, ret, err, n, errs);
+	/* (In packet mode the next read's bytes are searched for from rpos
+	 * on, which covers what a consume took.) */
 	if (!f->dirty && !f->packet) {
 		if (n <= total)
 			FUZZ_CHECK(&f->rep, ret == (ssize_t)n, "consume of %zu peeked bytes: %zd", n, ret);
 		if (ret > 0)
 			f->rpos += (uint64_t)ret;
 	}
-	if (!f->dirty && f->packet && ret > 0)
-		f->rpos += 0; /* packet mode: reads search from rpos onwards */
 }
 
 static void hf_look(struct hf *f)
