@@ -15,8 +15,8 @@
  *   3 H SIZE S          pp_readv, 2 segments
  *   4 H MAX K           pp_peek (MAX % 5 segments), then pp_consume of K/255
  *                       of what was peeked (K = ff: one byte past it)
- *   5 H                 pp_nread, pp_events, pp_getsize, pp_shared_stats
- *   6 H CAP             pp_setsize
+ *   5 SIDE H            pp_nread, pp_events, pp_getsize, pp_shared_stats
+ *   6 SIDE H CAP        pp_setsize (CAP picks one of 0 to 2 GiB)
  *   7 H SIZE            pp_splice_to_fd into a kernel pipe, then drained
  *   8 H SIZE            pp_splice_from_fd out of a kernel pipe
  *   9 H SIZE T          pp_splice (T even) or pp_tee to a private pipe,
@@ -25,11 +25,11 @@
  *   b SIDE H            pp_close of a handle
  *   c R I F V..         a write to the ctl memory, now (see mutate())
  *   d R I F V..         the same, then one more step at once
- *   e SEED N K          a scribbler: a forked process that writes N*64
- *                       words of garbage (chosen by SEED) over the ctl
- *                       memory while this one runs the next K%8+1 steps;
- *                       then it is killed
- *   f H                 pp_fd, and a poll of it
+ *   e S S N K           a scribbler: a forked process that writes
+ *                       (N%64+1)*64 words of garbage (chosen by the 16-bit
+ *                       seed S S) over the ctl memory while this one runs
+ *                       the next K%8+1 steps; then it is killed
+ *   f SIDE H            pp_fd, and a poll of it
  * H picks among the side's open handles (a step is skipped when the side
  * has none).  The scribbler process is what another holder of the pipe
  * could be: it is a fork, so it holds the pipe (the library's fork handler
