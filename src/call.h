@@ -96,11 +96,20 @@ PPI_INLINE void ppi_call_drop(struct ppi_call *c)
 
 /* Under the lock: slot i's buffer, copied out (a shared ring's memory may
  * change under us; only the copy is used) and, for a shared ring, checked.
- * false: the ring is corrupt (EIO). */
+ * An empty buffer is corrupt too: no call leaves one in the ring (a reader
+ * empties a buffer and moves tail past it in one hold, and recovery drops
+ * those a dead reader left), and one would read as end of file, or be
+ * copied on as an empty packet.  false: the ring is corrupt (EIO). */
 static inline bool ppi_call_buf(struct ppi_call *c, uint32_t i, struct ppi_buf *b)
 {
 	*b = c->bufs[i & c->mask];
-	return likely(!c->shm) || ppi_shm_buf_ok(c->shm, b);
+	if (likely(!c->shm))
+		return true;
+	if (unlikely(!b->len)) {
+		ppi_shm_corrupt(c->shm);
+		return false;
+	}
+	return ppi_shm_buf_ok(c->shm, b);
 }
 
 /* Under the lock: store a slot's offset and length (its page and flags

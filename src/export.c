@@ -65,7 +65,7 @@ static struct pp_end *handle_on(struct ppi_shm *v, int side, int d, int fl)
 			unsigned closed;
 			bool gone;
 			e->desc = (uint32_t)d;
-			ppi_shm_handles(v, (uint32_t)d, 1, &closed, &gone);
+			ppi_shm_handles(v, (uint32_t)d, side, 1, &closed, &gone);
 		}
 		if (err && !v->handles[PPI_READ] && !v->handles[PPI_WRITE])
 			ppi_shm_holder_is(v, v->holder, PPI_HOLDER_FREE);

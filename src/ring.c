@@ -476,6 +476,12 @@ ssize_t ppi_ring_read(struct ppi_ring *r, struct ppi_shm *shm, int fl, struct pp
 		uint32_t head = LOAD(r->head), tail = LOAD(r->tail);
 		bool stop = false;
 		uint32_t gone = 0; /* bytes leaving the ring, read or discarded */
+		/* A peer that ignores the lock may have moved a shared ring's
+		 * head since the lock's check: walk no more than the ring. */
+		if (unlikely(c.shm) && head - tail > c.mask + 1) {
+			err = ppi_shm_corrupt(c.shm);
+			head = tail;
+		}
 		while (tail != head && !stop) {
 			struct ppi_buf b;
 			if (!ppi_call_buf(&c, tail, &b)) {
@@ -541,11 +547,13 @@ ssize_t ppi_ring_read(struct ppi_ring *r, struct ppi_shm *shm, int fl, struct pp
 int ppi_call_drop_bytes(struct ppi_call *c, size_t n)
 {
 	struct ppi_ring *r = c->r;
-	while (n) {
+	/* At most the ring's buffers: a shared ring's head and tail may be
+	 * moved under us by a peer that ignores the lock. */
+	for (uint32_t k = 0; n; k++) {
 		uint32_t tail = LOAD(r->tail);
 		struct ppi_buf b;
-		if (tail == LOAD(r->head) || !ppi_call_buf(c, tail, &b))
-			return EIO;
+		if (tail == LOAD(r->head) || k > c->mask || !ppi_call_buf(c, tail, &b))
+			return c->shm ? ppi_shm_corrupt(c->shm) : EIO;
 		uint32_t take = b.len < n ? b.len : (uint32_t)n;
 		b.offset += take;
 		b.len -= take;

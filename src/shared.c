@@ -58,7 +58,7 @@ struct pp_end *ppi_shm_dup(struct pp_end *end)
 		unsigned closed;
 		bool gone;
 		/* The caller's handle keeps the side open while we add one. */
-		ppi_shm_handles(v, end->desc, 1, &closed, &gone);
+		ppi_shm_handles(v, end->desc, end->side, 1, &closed, &gone);
 		ppi_shm_unlock(v);
 		return e;
 	}
@@ -82,7 +82,7 @@ int ppi_shm_close(struct pp_end *end)
 	bool gone = false;
 	int err = ppi_call_lock(&c, v->ring, v, false);
 	if (!err) {
-		ppi_shm_handles(v, end->desc, -1, &closed, &gone);
+		ppi_shm_handles(v, end->desc, side, -1, &closed, &gone);
 		/* The process leaves the side: if what keeps it open elsewhere
 		 * is only dead (an exported descriptor closed since, a process
 		 * killed), the other side must hear it now, not at its next

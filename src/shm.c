@@ -265,14 +265,17 @@ static bool holder_dead(struct ppi_shm *v, uint32_t h)
 }
 
 /* Under the lock: holder h holds n more (or fewer) handles on
- * description d; the ring's totals follow.  The side's total, after. */
-static uint32_t holder_count(struct ppi_shm *v, uint32_t h, uint32_t d, int n)
+ * description d; the ring's totals follow.  The side's total, after.
+ * n is 64-bit: a dead holder's whole count, read from shared memory, may
+ * be any 32-bit value, and is taken away as it is. */
+static uint32_t holder_count(struct ppi_shm *v, uint32_t h, uint32_t d, int64_t n)
 {
 	struct ppi_shm_holder *ho = &ppi_shm_holders(v)[h];
 	struct ppi_shm_desc *de = &ppi_shm_descs(v)[d];
 	uint32_t side = LOAD(de->side) & 1;
 	uint32_t had = LOAD(ho->handles[d]);
-	uint32_t now = n < 0 && had < (uint32_t)-n ? 0 : had + (uint32_t)n;
+	int64_t want = (int64_t)had + n;
+	uint32_t now = want < 0 ? 0 : want > UINT32_MAX ? UINT32_MAX : (uint32_t)want;
 	atomic_store_explicit(&ho->handles[d], now, RELAXED);
 	if (!had != !now) {
 		uint32_t hs = LOAD(de->holders);
@@ -295,7 +298,7 @@ static unsigned holder_release(struct ppi_shm *v, uint32_t h)
 	unsigned closed = 0;
 	for (uint32_t d = 0; d < PPI_SHM_DESCS; d++) {
 		uint32_t n = LOAD(ho->handles[d]);
-		if (n && !holder_count(v, h, d, -(int)n))
+		if (n && !holder_count(v, h, d, -(int64_t)n))
 			closed |= 1u << (LOAD(ppi_shm_descs(v)[d].side) & 1);
 	}
 	for (int s = 0; s < 2; s++) {
@@ -486,6 +489,10 @@ static void rebuild(struct ppi_shm *v)
 	 * between emptying a buffer and moving tail; its page, if still
 	 * marked in the ring, is found unnamed below), check the rest. */
 	uint32_t head = LOAD(r->head), tail = LOAD(r->tail);
+	if (head - tail > mask + 1) { /* moved since the check, by a peer ignoring the lock */
+		broken(v);
+		return;
+	}
 	for (; tail != head; tail++) {
 		struct ppi_buf b = bufs[tail & mask];
 		if (!ppi_shm_buf_ok(v, &b))
@@ -1031,8 +1038,12 @@ void ppi_shm_opened(struct ppi_shm *v)
 	if (LOAD(r->handles[PPI_READ]) || LOAD(r->handles[PPI_WRITE]) ||
 	    ppi_shm_ring_check(v, &bufs, &mask))
 		return;
-	uint32_t head = LOAD(r->head);
-	for (uint32_t i = LOAD(r->tail); i != head; i++) {
+	uint32_t head = LOAD(r->head), tail = LOAD(r->tail);
+	if (head - tail > mask + 1) { /* moved since the check, by a peer ignoring the lock */
+		broken(v);
+		return;
+	}
+	for (uint32_t i = tail; i != head; i++) {
 		struct ppi_buf b = bufs[i & mask];
 		if (ppi_shm_buf_ok(v, &b))
 			ppi_shm_pages_put(v, &b.page, 1);
@@ -1078,13 +1089,17 @@ void ppi_shm_detach(struct ppi_shm *v)
 	view_free(v);
 }
 
-int ppi_shm_handles(struct ppi_shm *v, uint32_t d, int n, unsigned *closed, bool *gone)
+int ppi_shm_handles(struct ppi_shm *v, uint32_t d, int side, int n, unsigned *closed, bool *gone)
 {
 	*gone = false;
 	*closed = 0;
 	if (d >= PPI_SHM_DESCS)
 		return EINVAL;
-	int side = (int)(LOAD(ppi_shm_descs(v)[d].side) & 1);
+	/* side is the handle's, not the description's word in shared memory:
+	 * this process's own counts must not follow what another process
+	 * writes there (a rewritten side would leave them never reaching
+	 * zero, and the view never freed). */
+	side &= 1;
 	if (!holder_count(v, v->holder, d, n) && n < 0)
 		*closed = 1u << side;
 	pthread_mutex_lock(&v->mu);
@@ -1127,7 +1142,7 @@ void ppi_shm_holder_copy(struct ppi_shm *v, uint32_t from, uint32_t to)
 	for (uint32_t d = 0; d < PPI_SHM_DESCS; d++) {
 		uint32_t n = LOAD(hs[from].handles[d]);
 		if (n)
-			holder_count(v, to, d, (int)n);
+			holder_count(v, to, d, n);
 	}
 }
 

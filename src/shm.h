@@ -299,11 +299,13 @@ void ppi_shm_token_update(struct ppi_shm *v, bool data_added);
 int ppi_shm_fd(struct ppi_shm *v, int side);
 
 /* Under the lock: this process gained (n > 0) or lost (n < 0) handles on
- * description d.  *closed: the side whose handles, in every process, this
+ * description d, of side `side` (the handle's: never read from shared
+ * memory).  *closed: the side whose handles, in every process, this
  * brought to zero (bit per side).  *gone: the process holds no handle on
  * the pipe any more (its holder record is free; the caller detaches the
  * view once the lock is dropped).  0 or EINVAL. */
-int ppi_shm_handles(struct ppi_shm *v, uint32_t d, int n, unsigned *closed, bool *gone);
+int ppi_shm_handles(struct ppi_shm *v, uint32_t d, int side, int n, unsigned *closed,
+                    bool *gone);
 /* After the lock is dropped: close what the process no longer needs of
  * the pipe (side's tokens; everything when gone). */
 void ppi_shm_after_close(struct ppi_shm *v, int side, bool gone);

@@ -161,6 +161,12 @@ static size_t xfer_buffers(struct xfer *x, size_t len, uint32_t room, bool consu
 	uint32_t cur = LOAD(in->tail), head = LOAD(in->head);
 	size_t done = 0;
 
+	/* A peer that ignores the lock may have moved a shared ring's head
+	 * since the lock's check: walk no more than the ring. */
+	if (ci->shm && head - cur > ci->mask + 1) {
+		*err = ppi_shm_corrupt(ci->shm);
+		return 0;
+	}
 	while (done < len && room && cur != head) {
 		struct ppi_buf b;
 		if (!ppi_call_buf(ci, cur, &b)) {

@@ -12,21 +12,26 @@
  *        descriptors, peek/consume) between several pipes, from a source
  *        file that is read or, once sealed, mapped, against the
  *        buffer-and-page model of test/fuzz/zc_model.c;
+ *   hostile test/fuzz/fuzz_hostile.c test/fuzz/corpus_hostile/ a shared
+ *        pipe whose control memory a misbehaving peer writes garbage over,
+ *        between calls and (a forked scribbler) during them;
  *   opts test/fuzz/fuzz_opts.c      test/fuzz/corpus_opts/ the command's
  *        option parser, tools/pagepipe/opts.c (only when that file exists).
  * (See each file for what one input exercises and checks.)  PP_FUZZ_CORPUS,
- * PP_FUZZ_CORPUS_ZC and PP_FUZZ_CORPUS_OPTS override the directories.  Each
+ * PP_FUZZ_CORPUS_ZC, PP_FUZZ_CORPUS_HOSTILE and PP_FUZZ_CORPUS_OPTS
+ * override the directories.  Each
  * input runs in a child process, so one that aborts on a violated invariant
  * (or crashes, or leaks under ASan) fails its own case, "corpus/NAME",
- * "corpus_zc/NAME" or "corpus_opts/NAME", and the others still run.  A last case per target runs every input again
- * in this one process, one after another, as libFuzzer does: each input
+ * "corpus_zc/NAME", "corpus_hostile/NAME" or "corpus_opts/NAME", and the
+ * others still run.  A last case per target runs every input again in this
+ * one process, one after another, as libFuzzer does: each input
  * must leave the process-wide page pool as it found it.  An empty or
  * missing corpus directory is a failure, so this test cannot pass by
  * replaying nothing.
  *
  * With file arguments it replays just those (e.g. a crash-* file that
  * tools/fuzz.sh found), with the target named by -t (ops by default, or
- * guessed from a path containing "zc" or "opts"):
+ * guessed from a path containing "zc", "hostile" or "opts"):
  *   build/test/fuzz_replay -t zc build-fuzz/artifacts/zc/crash-1234...
  */
 #include <dirent.h>
@@ -38,6 +43,8 @@
 #include "fuzz/fuzz_ops.c"
 #define ZF_ENTRY fuzz_zerocopy_one
 #include "fuzz/fuzz_zerocopy.c"
+#define HF_ENTRY fuzz_hostile_one
+#include "fuzz/fuzz_hostile.c"
 #if __has_include("../tools/pagepipe/opts.c")
 #define HAVE_OPTS 1
 #define PO_ENTRY fuzz_opts_one
@@ -58,6 +65,8 @@ static const struct target targets[] = {
 	  LLVMFuzzerTestOneInput },
 	{ "zc", "test/fuzz/corpus_zc", "PP_FUZZ_CORPUS_ZC", "corpus_zc",
 	  "whole_corpus_zc_one_process", fuzz_zerocopy_one },
+	{ "hostile", "test/fuzz/corpus_hostile", "PP_FUZZ_CORPUS_HOSTILE", "corpus_hostile",
+	  "whole_corpus_hostile_one_process", fuzz_hostile_one },
 #ifdef HAVE_OPTS
 	{ "opts", "test/fuzz/corpus_opts", "PP_FUZZ_CORPUS_OPTS", "corpus_opts",
 	  "whole_corpus_opts_one_process", fuzz_opts_one },
@@ -213,7 +222,7 @@ int main(int argc, char **argv)
 	if (a + 1 < argc && !strcmp(argv[a], "-t")) {
 		only = find_target(argv[a + 1]);
 		if (!only) {
-			fprintf(stderr, "usage: %s [-t ops|zc|opts] [FILE...]\n", argv[0]);
+			fprintf(stderr, "usage: %s [-t ops|zc|hostile|opts] [FILE...]\n", argv[0]);
 			return 2;
 		}
 		a += 2;
@@ -223,6 +232,8 @@ int main(int argc, char **argv)
 		cur = only ? only : strstr(argv[a], "zc") ? find_target("zc") : &targets[0];
 		if (!only && strstr(argv[a], "opts") && find_target("opts"))
 			cur = find_target("opts");
+		if (!only && strstr(argv[a], "hostile"))
+			cur = find_target("hostile");
 		for (int i = a; i < argc; i++)
 			add_name(argv[i]);
 		run_target();

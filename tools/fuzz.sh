@@ -3,7 +3,8 @@
 #
 # Usage: tools/fuzz.sh [SECONDS] [--merge] [--target=NAME[,NAME..]]
 #   SECONDS  fuzzing time in all (default 60), shared between the targets
-#            by weight: ops 2, zc 2, opts 1 (so 24 + 24 + 12 s by default)
+#            by weight: ops 2, zc 2, hostile 2, opts 1 (so 17 + 17 + 17
+#            + 8 s by default)
 #   --merge  afterwards, add the inputs that found new coverage to each
 #            target's seed corpus (minimized with -merge=1); without it the
 #            repository is left untouched
@@ -11,6 +12,8 @@
 # The targets:
 #   ops   test/fuzz/fuzz_ops.c       corpus test/fuzz/corpus       the core calls
 #   zc    test/fuzz/fuzz_zerocopy.c  corpus test/fuzz/corpus_zc    the zero-copy calls
+#   hostile test/fuzz/fuzz_hostile.c corpus test/fuzz/corpus_hostile a shared
+#         pipe whose control memory a misbehaving peer writes garbage over
 #   opts  test/fuzz/fuzz_opts.c      corpus test/fuzz/corpus_opts  the command's
 #         option parser (tools/pagepipe/opts.c); only when both files exist
 # Environment: CLANG (default clang), FUZZ_JOBS (parallel fuzzing processes
@@ -39,7 +42,7 @@ for a in "$@"; do
 	case $a in
 	--merge) merge=1 ;;
 	--target=*) only=$(echo "${a#--target=}" | tr ',' ' ') ;;
-	''|*[!0-9]*) echo "usage: $0 [SECONDS] [--merge] [--target=ops,zc,opts]" >&2; exit 2 ;;
+	''|*[!0-9]*) echo "usage: $0 [SECONDS] [--merge] [--target=ops,zc,hostile,opts]" >&2; exit 2 ;;
 	*) secs=$a ;;
 	esac
 done
@@ -57,15 +60,16 @@ target_info() {
 	case $1 in
 	ops) echo "2 test/fuzz/corpus src/*.c test/fuzz/fuzz_ops.c" ;;
 	zc) echo "2 test/fuzz/corpus_zc src/*.c test/fuzz/fuzz_zerocopy.c" ;;
+	hostile) echo "2 test/fuzz/corpus_hostile src/*.c test/fuzz/fuzz_hostile.c" ;;
 	opts) echo "1 test/fuzz/corpus_opts test/fuzz/fuzz_opts.c" ;; # it includes opts.c
 	*) return 1 ;;
 	esac
 }
 
 targets=
-for t in ${only:-ops zc opts}; do
+for t in ${only:-ops zc hostile opts}; do
 	if ! target_info "$t" >/dev/null; then
-		echo "fuzz.sh: no target $t (ops, zc, opts)" >&2
+		echo "fuzz.sh: no target $t (ops, zc, hostile, opts)" >&2
 		exit 2
 	fi
 	if [ "$t" = opts ] && { [ ! -f tools/pagepipe/opts.c ] || [ ! -f test/fuzz/fuzz_opts.c ]; }; then

@@ -1,10 +1,12 @@
 #!/bin/sh
 # make_seeds.sh - write the hand-made seed inputs of test/fuzz/corpus/
-# (fuzz_ops.c), test/fuzz/corpus_zc/ (fuzz_zerocopy.c) and
-# test/fuzz/corpus_opts/ (fuzz_opts.c).
+# (fuzz_ops.c), test/fuzz/corpus_zc/ (fuzz_zerocopy.c),
+# test/fuzz/corpus_opts/ (fuzz_opts.c) and test/fuzz/corpus_hostile/
+# (fuzz_hostile.c).
 #
-# Usage: test/fuzz/make_seeds.sh [DIR [ZCDIR [OPTSDIR]]]
-#   (default: test/fuzz/corpus, test/fuzz/corpus_zc, test/fuzz/corpus_opts)
+# Usage: test/fuzz/make_seeds.sh [DIR [ZCDIR [OPTSDIR [HOSTILEDIR]]]]
+#   (default: test/fuzz/corpus, test/fuzz/corpus_zc, test/fuzz/corpus_opts,
+#   test/fuzz/corpus_hostile)
 #
 # Each seed is a short, meaningful scenario in the input language of
 # fuzz_ops.c, written as hex bytes.  The language, one operation after
@@ -253,4 +255,74 @@ oseed o08_argv_outputs  A 100 130 $(i=0; while [ $i -lt 65 ]; do printf -- '-o x
 oseed o09_argv_default  A 100 2 -L 5K A 100 3 -L 5K -q A 100 5 -L 1K -o a --no-splice
 oseed o10_argv_abbrev   A 100 4 --mem=1G --pro --out=x --output-e=warn
 oseed o11_argv_clamp    A 100 4 -m 64K -s 16M A 100 4 -qa -m64K -s4K -ofile
+ls "$dir" | wc -l | sed 's/$/ seeds in '"$(echo "$dir" | sed 's/[\/&]/\\&/g')"'/'
+
+# ---- fuzz_hostile.c -------------------------------------------------------------
+# Its language is in fuzz_hostile.c's top comment: a mode byte (00 stream,
+# 01 packet, 02 lock words may name a live holder), then steps.  The writes
+# to the ctl memory, "0c R I F V":
+# R 00 header word F: 00 lock, 01 data_pages, 02 idle_head, 03 idle_count,
+#   04 free_head, 05-06 fd_used, 07-08 fd_ready, 09 geom, 0a broken,
+#   0b magic, 0c reaped_ns;
+# R 01 ring word F: 00 bytes, 01 head, 02 tail, 03 max_usage, 04 reserved,
+#   05-06 spin_budget, 07 handles[read], 08 handles[write], 09-0a sleepers,
+#   0b-0c seq, 0d refs;
+# R 02 slot I%64 of area I>>7, F: 00 page, 01 flags, 02 offset, 03 len;
+# R 03 page I: F 00 owner, 01 next;  R 04 description I%4: F 00 holders,
+#   01 side, 02 flags;  R 05 holder I%4: F 00 state, 01 pid, 02-03
+#   sleepers, 04 reserved, 05 handles[F/6%4];  R 06 any word below the
+#   holders (offset I<<8|F);  R 07 the slot at tail (I even) or head (I odd)
+#   + (I>>1)%8 - 4 of the area in use, F as R 02 (so I 08: tail, 09: head).
+# V: 00 0, 01 1, 02 +1, 03 -1, 04 ffffffff, 05 80000000, 06 7fffffff,
+#   07+16k flip bit 2k, 08 B: B, 09 4096, 0a 4097, 0b 2^20, 0c 2^19,
+#   0d B: +B, 0e B: -B, 0f B B B B: that word.
+dir=${4:-$(dirname "$0")/corpus_hostile}
+mkdir -p "$dir"
+W10='00 00 0a'   # write 10 bytes
+R10='02 00 0a'   # read 10 bytes
+seed h01_clean_rw          00 00 00 20 63 '|' 02 00 20 63 '|' 05 00 00 '|' 04 00 04 ff
+seed h02_slot_page_big     00 $W10 '|' 0c 07 08 00 0b '|' $R10 '|' $W10 '|' $R10
+seed h03_slot_len          00 $W10 '|' 0c 07 08 03 0a '|' $R10
+seed h04_slot_offset       00 $W10 '|' 0c 07 08 02 04 '|' 04 00 04 80
+seed h05_slot_page0        00 $W10 '|' 0c 07 08 00 00 '|' 07 00 0a
+seed h06_slot_flags        01 $W10 '|' 0c 07 08 01 04 '|' $R10
+seed h07_geom_garbage      00 $W10 '|' 0c 00 00 09 04 '|' $R10 '|' 06 00 00 05
+seed h08_geom_area         00 $W10 '|' 0c 00 00 09 47 '|' $R10 '|' $W10
+seed h09_head_far          00 $W10 '|' 0c 01 00 01 0d 80 '|' $R10
+seed h10_tail_back         00 $W10 '|' $R10 '|' 0c 01 00 02 03 '|' $R10 '|' 02 00 0a
+seed h11_max_usage_zero    00 0c 01 00 03 00 '|' $W10 '|' 00 00 60
+seed h12_max_usage_big     00 0c 01 00 03 0c '|' 00 00 7f '|' 00 00 7f '|' 02 00 7f
+seed h13_reserved          00 0c 01 00 04 04 '|' $W10 '|' 08 00 20 ff
+seed h14_bytes             00 $W10 '|' 0c 01 00 00 04 '|' 05 00 00 '|' $R10 '|' 05 00 00
+seed h15_no_writers        00 $W10 '|' 0c 01 00 08 00 '|' $R10 '|' $R10 '|' 05 00 00
+seed h16_no_readers        00 0c 01 00 07 00 '|' $W10 '|' 01 00 20 80 80
+seed h17_lock_dead_owner   00 0c 00 00 00 0f f5 01 00 80 '|' $W10 '|' $R10
+seed h18_lock_live_owner   02 $W10 '|' 0c 00 00 00 01 '|' $R10 '|' $R10
+seed h19_lock_invalid      00 0c 00 00 00 04 '|' $W10 '|' $R10
+seed h20_free_list         00 0c 00 00 04 0d 20 '|' 00 00 7f '|' 0c 00 00 04 04 '|' 00 00 7f
+seed h21_idle_loop         00 00 00 64 '|' 02 00 64 '|' 0c 03 01 01 01 '|' 0c 00 00 03 04 '|' 00 00 7f '|' 02 00 7f
+seed h22_page_owner        00 00 00 62 '|' 0c 03 01 00 04 '|' 0c 03 02 00 02 '|' 02 00 62 '|' 00 00 62
+seed h23_data_pages_big    00 0c 00 00 01 0b '|' 00 00 7f '|' 02 00 7f
+seed h24_data_pages_zero   00 $W10 '|' 0c 00 00 01 00 '|' 00 00 7f '|' 02 00 7f
+seed h25_desc_side         00 0c 04 00 01 01 '|' 0a 00 00 '|' 0b 00 00 '|' 0b 01 00
+seed h26_desc_holders      00 0c 04 01 00 04 '|' 0a 01 00 '|' 0b 01 00 '|' $R10
+seed h27_holder_state      00 0c 05 00 00 00 '|' 0c 05 01 00 01 '|' $W10 '|' 0c 00 00 0c 00 '|' $R10
+seed h28_holder_handles    00 0c 05 00 05 04 '|' 0b 01 00 '|' $R10 '|' 0b 00 00
+seed h29_holder_sleepers   00 0c 05 00 02 04 '|' 0c 05 00 03 04 '|' 0b 01 00 '|' 0b 00 00
+seed h30_ring_sleepers     00 0c 01 00 09 04 '|' 0c 01 00 0a 04 '|' $W10 '|' $R10 '|' 0f 00 00
+seed h31_broken            00 $W10 '|' 0c 00 00 0a 01 '|' $R10 '|' 0c 00 00 0a 00 '|' $R10
+seed h32_magic             00 0c 00 00 0b 04 '|' $W10 '|' 0a 00 00 '|' $R10
+seed h33_race_stream       00 00 00 7f '|' 0e 12 34 3f 07 '|' 02 00 20 ff '|' 00 00 20 ff '|' 04 00 04 80 \
+                              '|' 09 00 20 ff 00 '|' 07 00 20 ff '|' 0a 00 00 '|' 0b 00 01
+seed h34_race_packet       01 00 00 64 '|' 0e 56 78 3f 07 '|' 02 00 20 ff '|' 00 00 50 '|' 03 00 20 ff 80 \
+                              '|' 09 00 50 01 '|' 06 00 05 '|' 0f 00 00 '|' 08 00 50
+seed h35_race_many_calls   00 0e 9a bc 3f 07 '|' 00 00 01 '|' 02 00 01 '|' 00 00 01 '|' 02 00 01 \
+                              '|' 00 00 01 '|' 02 00 01 '|' 00 00 01 '|' 02 00 01
+seed h36_splice_corrupt    00 00 00 62 '|' 0c 07 08 03 0e 10 '|' 07 00 62 '|' 09 00 62 01 '|' 09 00 62 00
+seed h37_peek_corrupt      00 00 00 62 '|' 0c 07 09 02 09 '|' 04 00 04 ff '|' 04 00 04 80
+seed h38_setsize_corrupt   00 00 00 64 '|' 0c 00 00 09 0d 08 '|' 06 00 06 '|' 06 01 02 '|' 02 00 64
+seed h39_fd_state          00 0c 00 00 05 04 '|' 0c 00 00 07 04 '|' 0f 00 00 '|' 0f 01 00 '|' $W10 '|' 0f 00 00
+seed h40_from_fd_corrupt   00 0c 07 09 00 0b '|' 08 00 62 '|' 0c 01 00 01 02 '|' 08 00 20 ff '|' 02 00 7f
+seed h41_raw_header        00 $W10 '|' 0c 06 00 40 04 '|' 0c 06 10 08 04 '|' 0c 06 20 0c 0b '|' $R10 '|' $W10
+seed h42_scribble_close    00 0e 01 02 3f 01 '|' 0b 00 00 '|' 0b 01 00
 ls "$dir" | wc -l | sed 's/$/ seeds in '"$(echo "$dir" | sed 's/[\/&]/\\&/g')"'/'
