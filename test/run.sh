@@ -10,6 +10,7 @@ dir=${1:-build/test}
 limit=${PP_TEST_TIMEOUT:-600}
 tooldir=$(dirname "$0")/tool
 pass=0; fail=0; skip=0; progs=0
+failed_names=""
 
 # run_one NAME COMMAND...: run one test, count its PASS/FAIL/SKIP lines.
 run_one() {
@@ -25,6 +26,7 @@ run_one() {
 		echo "FAIL $name (exit status $rc$( [ $rc -eq 124 ] && echo ', timed out'))"
 	fi
 	if [ "$rc" -ne 0 ] || [ "$f" -ne 0 ]; then
+		failed_names="$failed_names $name"
 		sed "s|^|  $name: |" "$out"; sed "s|^|  $name: |" "$out.err" | tail -n 40
 	else
 		echo "ok   $name ($p cases$( [ $s -gt 0 ] && echo ", $s skipped"))"
@@ -60,6 +62,9 @@ elif [ -n "$scripts" ]; then
 	fi
 fi
 
+# The failed programs again, just above the closing line: a log cut to its
+# tail (CI's summary) still says which ones failed.
+[ -n "$failed_names" ] && echo "failed:$failed_names"
 if [ "$skip" -gt 0 ]; then
 	echo "$pass passed, $fail failed, $skip skipped"
 else
