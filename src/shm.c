@@ -697,12 +697,15 @@ unsigned ppi_shm_look_slow(struct ppi_shm *v, bool now)
 	return ppi_shm_reap(v, gone);
 }
 
-/* Empty a readiness pipe without blocking. */
+/* Empty a readiness pipe without blocking.  At most a default pipe's
+ * worth of reads: a hostile holder writing into it as fast as we drain
+ * must not keep us here (under the lock) for ever; what it leaves makes
+ * pollers wake for nothing, and they look again, as after any wake. */
 static void ready_drain(int fd)
 {
 	char buf[512];
 	int n = 0;
-	while (ioctl(fd, FIONREAD, &n) == 0 && n > 0)
+	for (int i = 0; i < 65536 / (int)sizeof buf && ioctl(fd, FIONREAD, &n) == 0 && n > 0; i++)
 		if (read(fd, buf, n < (int)sizeof buf ? (size_t)n : sizeof buf) <= 0)
 			break;
 }

@@ -31,6 +31,11 @@
  *     can make the others see bytes again, out of order or not at all (see
  *     the design document: it must be able to consume), but not bytes no
  *     writer wrote.
+ *   - racing_peer_cannot_hold_a_call: a reader that ignores the lock and
+ *     moves head far past tail while the other reads cannot keep a call
+ *     longer than its bound;
+ *   - ready_flood_cannot_hold_a_call: nor can one that floods pp_fd's
+ *     readiness pipe, which the other's emptying read drains.
  */
 #include <fcntl.h>
 #include <setjmp.h>
@@ -456,6 +461,68 @@ static void racing_peer_cannot_hold_a_call(void)
 	pp_close(ends[1]);
 }
 
+/* pp_fd's readiness pipe of the read side, filled as fast as the reader
+ * can write it: the other reader's read that empties the ring drains that
+ * pipe under the lock, and must not stay there while the flood lasts. */
+static int ro_flood(void *p)
+{
+	struct ro_arg *a = p;
+	struct pp_end *r = ro_reader_only(a->ends, a->xfd);
+	if (!r || r->shm->efd[PPI_READ] < 0)
+		return 1;
+	/* Two flooders, each writing what one drain read takes: together
+	 * they refill faster than a drain empties. */
+	pid_t twin = fork();
+	static char junk[512];
+	double end = t_now() + a->secs;
+	while (t_now() < end)
+		for (int i = 0; i < 64; i++)
+			(void)!write(r->shm->efd[PPI_READ], junk, sizeof junk);
+	if (twin == 0)
+		_exit(0);
+	int st = 0;
+	return twin > 0 && waitpid(twin, &st, 0) == twin && st == 0 ? 0 : 2;
+}
+
+static void ready_flood_cannot_hold_a_call(void)
+{
+	struct pp_end *ends[2];
+	int xfd = -1;
+	CHECK(ro_pipe(ends, 1, &xfd) == 0);
+	CHECK(pp_fd(ends[0]) >= 0); /* the readiness pipes are kept from now on */
+	struct ro_arg a = { .ends = ends, .xfd = xfd, .secs = t_valgrind() ? 3.0 : 1.0 };
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0)
+		ro_reader_run(ro_flood, &a);
+	CHECK(pid > 0);
+	double bound = t_valgrind() ? 20.0 : 2.0, worst = 0;
+	long calls = 0;
+	int st = 0;
+	while (waitpid(pid, &st, WNOHANG) == 0) {
+		static unsigned char buf[2 * PP_PAGE_SIZE];
+		double t0 = t_now();
+		ssize_t w = pp_write(ends[1], "abc", 3);
+		int werr = errno;
+		ssize_t n = pp_read(ends[0], buf, sizeof buf); /* empties it: drains */
+		int rerr = errno;
+		double took = t_now() - t0;
+		CHECK(w == 3 || werr == EAGAIN);
+		CHECK(n >= 0 || rerr == EAGAIN);
+		if (took > worst)
+			worst = took;
+		calls++;
+		t_progress();
+	}
+	fprintf(stderr, "  %ld write and read pairs, the longest %.3f s\n", calls, worst);
+	CHECK(worst < bound);
+	CHECK(calls > 1);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	close(xfd);
+	pp_close(ends[0]);
+	pp_close(ends[1]);
+}
+
 int main(void)
 {
 	RUN(data_pages_mapped_read_only);
@@ -463,5 +530,6 @@ int main(void)
 	RUN(ctl_corruption_is_eio);
 	RUN(ctl_scribbles_deliver_written_bytes);
 	RUN(racing_peer_cannot_hold_a_call);
+	RUN(ready_flood_cannot_hold_a_call);
 	return T_DONE();
 }
