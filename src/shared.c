@@ -198,6 +198,9 @@ static void fork_child(void)
 		v->ctl_fd = v->child_fd;
 		v->holder = v->child_holder;
 		v->child_fd = -1;
+		/* The parent's lost sleepers are its own to count out. */
+		atomic_store_explicit(&v->unslept[0], 0, RELAXED);
+		atomic_store_explicit(&v->unslept[1], 0, RELAXED);
 		atomic_store_explicit(&ppi_shm_holders(v)[v->holder].pid, (uint32_t)getpid(), RELAXED);
 	}
 	ppi_shm_views_unlock();

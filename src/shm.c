@@ -1175,6 +1175,20 @@ void ppi_shm_unclosed_put(struct ppi_shm *v)
 		wake_all(v); /* they must see end of file or EPIPE */
 }
 
+/* Under the lock: count out the sleepers of waits that ended without it
+ * (EIO at the relock).  Never below zero: a peer may have rewritten the
+ * counts meanwhile. */
+void ppi_shm_unslept_put(struct ppi_shm *v)
+{
+	struct ppi_shm_holder *ho = &ppi_shm_holders(v)[v->holder];
+	for (int side = 0; side < 2; side++) {
+		uint32_t n = atomic_exchange_explicit(&v->unslept[side], 0, RELAXED);
+		uint32_t in_ring = v->ring->sleepers[side], in_rec = LOAD(ho->sleepers[side]);
+		v->ring->sleepers[side] = in_ring - (n < in_ring ? n : in_ring);
+		atomic_store_explicit(&ho->sleepers[side], in_rec - (n < in_rec ? n : in_rec), RELAXED);
+	}
+}
+
 int ppi_shm_stats(struct ppi_shm *v, struct pp_shared_stats *st)
 {
 	int err = ppi_shm_lock(v);

@@ -141,6 +141,10 @@ struct ppi_shm {
 	 * counted out at the process's next lock (under mu). */
 	_Atomic uint32_t unclosed;
 	uint32_t unclosed_desc[PPI_SHM_DESCS];
+	/* Sleeper counts of waits whose relock failed (EIO), per side: still
+	 * in the ring and our holder record; counted out at the process's
+	 * next lock, so that wakers stop paying a futex call for them. */
+	_Atomic uint32_t unslept[2];
 	bool dead;                 /* a fork could not give the child a holder */
 	pthread_mutex_t mu;        /* guards the fields above that change */
 	struct ppi_shm *next;      /* the process's list of views */
@@ -250,6 +254,7 @@ void ppi_shm_pages_mark(struct ppi_shm *v, const uint32_t *pages, unsigned n, ui
  * lock: give them back now. */
 bool ppi_shm_defer_put(struct ppi_shm *v, const uint32_t *pages, unsigned n);
 void ppi_shm_deferred_put(struct ppi_shm *v);
+void ppi_shm_unslept_put(struct ppi_shm *v);
 
 /* Without the lock: a handle on description d was closed but the lock
  * could not be had to count it out.  Under the lock: count such handles

@@ -99,6 +99,8 @@ int ppi_call_lock_shared(struct ppi_call *c)
 		ppi_shm_deferred_put(v);
 	if (unlikely(LOAD(v->unclosed)))
 		ppi_shm_unclosed_put(v);
+	if (unlikely(LOAD(v->unslept[PPI_READ]) | LOAD(v->unslept[PPI_WRITE])))
+		ppi_shm_unslept_put(v);
 	unsigned closed = ppi_shm_look(v, false);
 	for (int side = 0; side < 2; side++)
 		if (closed & (1u << side))
@@ -171,8 +173,11 @@ static int shared_sleep(struct ppi_call *c, int side, bool moved)
 	at.tv_nsec = (long)(t % 1000000000ull);
 	int err = ppi_futex_wait_until(&r->seq[side], seq, &at, moved);
 	int lock_err = ppi_call_relock(c);
-	if (lock_err)
+	if (lock_err) {
+		/* Not ours to change without the lock: the next lock does. */
+		atomic_fetch_add_explicit(&c->shm->unslept[side], 1, RELAXED);
 		return lock_err;
+	}
 	shared_sleepers(c, side, -1);
 	if (err == ETIMEDOUT) {
 		unsigned closed = ppi_shm_look(c->shm, true);

@@ -40,8 +40,13 @@
  *                      and at the end R sees end of file (its closed write
  *                      end no longer counts) with every record of both
  *                      writers.
+ *   sleeper_counted_out_after_eio  a reader asleep when another process
+ *                      takes the lock and stops gets EIO; once the owner
+ *                      goes on, the process's next call counts the reader
+ *                      out of the ring's and its holder's sleepers.
  */
 #include "crash.h"
+#include "end.h"
 #include "shm.h"
 
 #define ROUNDS_KILLED 40
@@ -381,10 +386,53 @@ static void lock_holder_stopped(void)
 	}
 }
 
+/* A reader asleep on an empty pipe when another process takes the lock and
+ * stops: the reader's sleep ends (its 50 ms look), the relock fails with
+ * EIO after the one-second bound, and so does the read.  The count of it
+ * as a sleeper, in the ring and in its holder record, cannot be taken back
+ * without the lock; it must be at the process's next lock, or every later
+ * call that adds data pays a futex wake for a sleeper that is gone. */
+static void sleeper_counted_out_after_eio(void)
+{
+	struct pp_end *e[2];
+	CHECK_EQ(pp_pipe(e, PP_SHARED), 0);
+	struct ppi_shm *v = e[0]->shm;
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct ppi_shm *cv = e[0]->shm; /* the child's view, its own holder */
+		double until = t_now() + 10;
+		while (!__atomic_load_n(&cv->ring->sleepers[PPI_READ], __ATOMIC_RELAXED) &&
+		       t_now() < until)
+			cr_sleep_us(100);
+		if (ppi_shm_lock(cv))
+			_exit(1);
+		raise(SIGSTOP); /* the reader's relock now waits on a live owner */
+		ppi_shm_unlock(cv);
+		pp_close(e[0]);
+		pp_close(e[1]);
+		_exit(0);
+	}
+	CHECK(pid > 0);
+	char c;
+	CHECK_ERR(pp_read(e[0], &c, 1), EIO);
+	struct ppi_shm_holder *ho = &ppi_shm_holders(v)[v->holder];
+	kill(pid, SIGCONT);
+	CHECK(cr_reap_ok(pid, 10));
+	CHECK_EQ(pp_write(e[1], "x", 1), 1); /* the next lock counts it out */
+	CHECK_EQ(v->ring->sleepers[PPI_READ], 0u);
+	CHECK_EQ(atomic_load(&ho->sleepers[PPI_READ]), 0u);
+	CHECK_EQ(pp_read(e[0], &c, 1), 1);
+	CHECK_EQ(c, 'x');
+	pp_close(e[0]);
+	pp_close(e[1]);
+}
+
 int main(void)
 {
 	sh = cr_shared(sizeof *sh);
 	RUN(lock_holder_killed);
 	RUN(lock_holder_stopped);
+	RUN(sleeper_counted_out_after_eio);
 	return T_DONE();
 }
