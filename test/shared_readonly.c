@@ -427,38 +427,55 @@ static int ro_race(void *p)
 	return 0;
 }
 
-static void racing_peer_cannot_hold_a_call(void)
+/* Run `peer`, a hostile reader, in a forked child for secs while this
+ * process calls `step` over and over: no step may take longer than its
+ * bound, and the child must exit 0.  ready: ask for pp_fd first (the
+ * readiness pipes are kept in step from then on). */
+static void ro_bounded(int (*peer)(void *), double secs, bool ready,
+                       void (*step)(struct pp_end *ends[2]), const char *steps)
 {
 	struct pp_end *ends[2];
 	int xfd = -1;
 	CHECK(ro_pipe(ends, 1, &xfd) == 0);
-	struct ro_arg a = { .ends = ends, .xfd = xfd, .secs = t_valgrind() ? 2.0 : 0.5 };
+	if (ready)
+		CHECK(pp_fd(ends[0]) >= 0);
+	struct ro_arg a = { .ends = ends, .xfd = xfd, .secs = secs };
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid == 0)
-		ro_reader_run(ro_race, &a);
+		ro_reader_run(peer, &a);
 	CHECK(pid > 0);
 	double bound = t_valgrind() ? 20.0 : 2.0, worst = 0;
 	long calls = 0;
 	int st = 0;
 	while (waitpid(pid, &st, WNOHANG) == 0) {
-		static unsigned char buf[PP_PAGE_SIZE];
 		double t0 = t_now();
-		ssize_t n = pp_read(ends[0], buf, sizeof buf);
-		int err = errno;
+		step(ends);
 		double took = t_now() - t0;
-		CHECK(n >= 0 || err == EAGAIN || err == EIO);
 		if (took > worst)
 			worst = took;
 		calls++;
 		t_progress();
 	}
-	fprintf(stderr, "  %ld reads, the longest %.3f s\n", calls, worst);
+	fprintf(stderr, "  %ld %s, the longest %.3f s\n", calls, steps, worst);
 	CHECK(worst < bound);
+	CHECK(calls > 1);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	close(xfd);
 	pp_close(ends[0]);
 	pp_close(ends[1]);
+}
+
+static void race_step(struct pp_end *ends[2])
+{
+	static unsigned char buf[PP_PAGE_SIZE];
+	ssize_t n = pp_read(ends[0], buf, sizeof buf);
+	CHECK(n >= 0 || errno == EAGAIN || errno == EIO);
+}
+
+static void racing_peer_cannot_hold_a_call(void)
+{
+	ro_bounded(ro_race, t_valgrind() ? 2.0 : 0.5, false, race_step, "reads");
 }
 
 /* pp_fd's readiness pipe of the read side, filled as fast as the reader
@@ -484,43 +501,18 @@ static int ro_flood(void *p)
 	return twin > 0 && waitpid(twin, &st, 0) == twin && st == 0 ? 0 : 2;
 }
 
+static void flood_step(struct pp_end *ends[2])
+{
+	static unsigned char buf[2 * PP_PAGE_SIZE];
+	ssize_t w = pp_write(ends[1], "abc", 3);
+	CHECK(w == 3 || errno == EAGAIN);
+	ssize_t n = pp_read(ends[0], buf, sizeof buf); /* empties it: drains */
+	CHECK(n >= 0 || errno == EAGAIN);
+}
+
 static void ready_flood_cannot_hold_a_call(void)
 {
-	struct pp_end *ends[2];
-	int xfd = -1;
-	CHECK(ro_pipe(ends, 1, &xfd) == 0);
-	CHECK(pp_fd(ends[0]) >= 0); /* the readiness pipes are kept from now on */
-	struct ro_arg a = { .ends = ends, .xfd = xfd, .secs = t_valgrind() ? 3.0 : 1.0 };
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid == 0)
-		ro_reader_run(ro_flood, &a);
-	CHECK(pid > 0);
-	double bound = t_valgrind() ? 20.0 : 2.0, worst = 0;
-	long calls = 0;
-	int st = 0;
-	while (waitpid(pid, &st, WNOHANG) == 0) {
-		static unsigned char buf[2 * PP_PAGE_SIZE];
-		double t0 = t_now();
-		ssize_t w = pp_write(ends[1], "abc", 3);
-		int werr = errno;
-		ssize_t n = pp_read(ends[0], buf, sizeof buf); /* empties it: drains */
-		int rerr = errno;
-		double took = t_now() - t0;
-		CHECK(w == 3 || werr == EAGAIN);
-		CHECK(n >= 0 || rerr == EAGAIN);
-		if (took > worst)
-			worst = took;
-		calls++;
-		t_progress();
-	}
-	fprintf(stderr, "  %ld write and read pairs, the longest %.3f s\n", calls, worst);
-	CHECK(worst < bound);
-	CHECK(calls > 1);
-	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	close(xfd);
-	pp_close(ends[0]);
-	pp_close(ends[1]);
+	ro_bounded(ro_flood, t_valgrind() ? 3.0 : 1.0, true, flood_step, "write and read pairs");
 }
 
 int main(void)
