@@ -481,28 +481,11 @@ static void unrelated_processes_stream(void)
 	nf_rm(0, path);
 }
 
-static int fds_before;
-
-static void before(void)
-{
-	fds_before = tp_count_fds();
-}
-
-static void after(void)
-{
-	CHECK_EQ(tp_count_fds(), fds_before);
-}
-
 int main(int argc, char **argv)
 {
 	if (argc == 5 && strcmp(argv[1], "--helper") == 0)
 		return helper(argv[2], argv[3], atol(argv[4]));
-	ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
-	if (n <= 0) {
-		perror("readlink /proc/self/exe");
-		return 2;
-	}
-	self_exe[n] = 0;
+	tp_self_exe(self_exe, sizeof self_exe);
 	/* A tmpfs when there is one (design.md 13: keeps the pages off disk);
 	 * searchable by all, for the permission case. */
 	snprintf(dir, sizeof dir, "%s/pp_named_XXXXXX",
@@ -511,7 +494,7 @@ int main(int argc, char **argv)
 		perror("mkdtemp");
 		return 2;
 	}
-	t_around_cases(before, after);
+	t_around_cases(tp_fds_note, tp_fds_same);
 	RUN(blocking_read_open_waits_for_writer);
 	RUN(blocking_write_open_waits_for_reader);
 	RUN(nonblocking_opens);

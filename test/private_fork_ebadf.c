@@ -242,16 +242,9 @@ static void child_does_not_hold_readers(void)
 	close(vp[0]);
 }
 
-static int fds_before;
-
-static void before(void)
-{
-	fds_before = tp_count_fds();
-}
-
 static void after(void)
 {
-	CHECK_EQ(tp_count_fds(), fds_before);
+	tp_fds_same();
 	CHECK_EQ(tp_pages_in_use(), 0);
 }
 
@@ -259,13 +252,8 @@ int main(int argc, char **argv)
 {
 	if (argc == 2 && strcmp(argv[1], "--exit") == 0)
 		return 0; /* a child's end (child_end) */
-	ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
-	if (n <= 0) {
-		perror("readlink /proc/self/exe");
-		return 2;
-	}
-	self_exe[n] = 0;
-	t_around_cases(before, after);
+	tp_self_exe(self_exe, sizeof self_exe);
+	t_around_cases(tp_fds_note, after);
 	RUN(child_tries_everything);
 	RUN(child_does_not_hold_ends);
 	RUN(child_does_not_hold_readers);

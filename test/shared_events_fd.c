@@ -353,21 +353,9 @@ static void pp_fd_before_fork(void)
 	pp_close(e[0]);
 }
 
-static int fds_before;
-
-static void before(void)
-{
-	fds_before = tp_count_fds();
-}
-
-static void after(void)
-{
-	CHECK_EQ(tp_count_fds(), fds_before);
-}
-
 int main(void)
 {
-	t_around_cases(before, after);
+	t_around_cases(tp_fds_note, tp_fds_same);
 	RUN(reader_sees_writer_close);
 	RUN(reader_sees_writer_exit);
 	RUN(reader_sees_writer_killed);

@@ -501,29 +501,12 @@ static void imports_share_flags(void)
 	pp_close(e[1]);
 }
 
-static int fds_before;
-
-static void before(void)
-{
-	fds_before = tp_count_fds();
-}
-
-static void after(void)
-{
-	CHECK_EQ(tp_count_fds(), fds_before);
-}
-
 int main(int argc, char **argv)
 {
 	if (argc == 4 && strcmp(argv[1], "--helper") == 0)
 		return helper(argv[2], atoi(argv[3]));
-	ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
-	if (n <= 0) {
-		perror("readlink /proc/self/exe");
-		return 2;
-	}
-	self_exe[n] = 0;
-	t_around_cases(before, after);
+	tp_self_exe(self_exe, sizeof self_exe);
+	t_around_cases(tp_fds_note, tp_fds_same);
 	RUN(export_is_cloexec_and_shared_only);
 	RUN(imported_end_is_one_side);
 	RUN(import_errors);

@@ -426,29 +426,12 @@ static void exec_drops_cloexec_export(void)
 	pp_close(e[0]);
 }
 
-static int fds_before;
-
-static void before(void)
-{
-	fds_before = tp_count_fds();
-}
-
-static void after(void)
-{
-	CHECK_EQ(tp_count_fds(), fds_before);
-}
-
 int main(int argc, char **argv)
 {
 	if (argc == 7 && strcmp(argv[1], "--helper") == 0)
 		return helper(argv);
-	ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
-	if (n <= 0) {
-		perror("readlink /proc/self/exe");
-		return 2;
-	}
-	self_exe[n] = 0;
-	t_around_cases(before, after);
+	tp_self_exe(self_exe, sizeof self_exe);
+	t_around_cases(tp_fds_note, tp_fds_same);
 	RUN(eof_after_child_closes);
 	RUN(eof_after_child_exits);
 	RUN(eof_after_child_uexits);

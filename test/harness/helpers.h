@@ -21,7 +21,9 @@
  *     tp_sigpipe_taken / tp_sigpipe_restore (did that call raise
  *     SIGPIPE?);
  *   - the pool: tp_pool_stats, tp_pages_in_use;
- *   - descriptors: tp_count_fds.
+ *   - descriptors: tp_count_fds; tp_fds_note / tp_fds_same, hooks for
+ *     t_around_cases that fail a case which leaves a descriptor open;
+ *   - tp_self_exe: this program's path, for cases that exec it again.
  *
  * Everything is static inline so that a program using only part of it
  * compiles warning-free.
@@ -323,6 +325,34 @@ static inline int tp_count_fds(void)
 			n++;
 	closedir(d);
 	return n - 1; /* the directory's own descriptor */
+}
+
+/* t_around_cases(tp_fds_note, tp_fds_same): a case must close every
+ * descriptor it opens. */
+static inline int *tp_fds_mark(void)
+{
+	static int before;
+	return &before;
+}
+static inline void tp_fds_note(void)
+{
+	*tp_fds_mark() = tp_count_fds();
+}
+static inline void tp_fds_same(void)
+{
+	CHECK_EQ(tp_count_fds(), *tp_fds_mark());
+}
+
+/* This program's own path into path[size], for cases that exec it as a
+ * helper; exits 2 when /proc cannot say. */
+static inline void tp_self_exe(char *path, size_t size)
+{
+	ssize_t n = readlink("/proc/self/exe", path, size - 1);
+	if (n <= 0) {
+		perror("readlink /proc/self/exe");
+		exit(2);
+	}
+	path[n] = 0;
 }
 
 #endif
