@@ -78,6 +78,7 @@ struct ppi_ring {
 	_Atomic uint32_t max_usage; /* capacity in slots (pages) */
 	_Atomic uint32_t reserved;  /* slots held for splices from descriptors */
 	_Atomic uint32_t spin_budget[2]; /* pauses a waiter of each side spins; a hint */
+	_Atomic uint32_t streaming; /* a hint: the last read's gather saw bytes added (ring.c) */
 	uint32_t ring_size;         /* slots in bufs, a power of two */
 	intptr_t bufs_off;          /* bufs, as an offset from this struct */
 
