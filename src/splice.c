@@ -357,6 +357,11 @@ PPI_API ssize_t pp_peek(struct pp_end *in, struct iovec *iov, int max)
 	int fl = ppi_end_flags(in);
 	int n = 0, err;
 	struct ppi_call c;
+	/* As a read does (ring.c): a blocking peek that finds the pipe empty
+	 * spins before it takes the lock, since taking it only to see nothing
+	 * pulls the lock's cache line away from a writer in mid-batch. */
+	if (max && !(fl & PP_NONBLOCK) && !ppi_ring_ready(r, PPI_READ))
+		ppi_ring_spin(r, PPI_READ);
 	if ((err = ppi_call_lock(&c, r, in->shm, false)))
 		return ppi_result(-1, err, false, fl);
 	if (max && (err = ppi_call_wait_data(&c, fl & PP_NONBLOCK)) == EIO)
