@@ -612,17 +612,63 @@ static void recover(struct ppi_shm *v)
 
 /* ---- the lock ----------------------------------------------------------------- */
 
+/*
+ * Handing the lock over.  A writer of small writes takes the lock every
+ * few tens of nanoseconds and lets go of it for a few; a reader spinning
+ * for it catches it free only by luck, and until then every look it takes
+ * pulls the lock's line away from the writer, whose next lock misses:
+ * measured between processes with 64-byte writes, the reader spent 16% of
+ * its time here and the writer ran at a sixth of its speed alone.  So a
+ * spinner marks the word PPI_LOCK_WANTED, the holder's unlock notes that
+ * (polite), and the holder's next lock first waits, for up to
+ * POLITE_PAUSES, until the spinner has taken the lock, then queues behind
+ * it as anyone would.  Each side lets the other in once per request: no
+ * one is starved, and a holder whose spinner went away loses a few pauses.
+ */
+#define POLITE_PAUSES 128
+
+void ppi_shm_unlock_slow(struct ppi_shm *v, uint32_t was)
+{
+	if (was & PPI_LOCK_WANTED) {
+		atomic_store_explicit(&v->polite_seq, LOAD(v->hdr->lock_seq), RELAXED);
+		atomic_store_explicit(&v->polite, true, RELAXED);
+	}
+	if (was & PPI_LOCK_WAITERS)
+		ppi_futex_wake_shared(&v->hdr->lock, 1);
+}
+
+/* The lock is ours: count a taking (lock_seq).  0. */
+static int lock_taken(struct ppi_shm *v)
+{
+	atomic_store_explicit(&v->hdr->lock_seq, LOAD(v->hdr->lock_seq) + 1, RELAXED);
+	return 0;
+}
+
 int ppi_shm_lock_slow(struct ppi_shm *v)
 {
 	_Atomic uint32_t *word = &v->hdr->lock;
 	uint32_t me = v->holder + 1;
+	if (LOAD(v->polite)) {
+		/* Only while nobody has had the lock since our unlock: a spinner
+		 * already let in (or gone to sleep and woken) wants nothing. */
+		atomic_store_explicit(&v->polite, false, RELAXED);
+		uint32_t seq = LOAD(v->polite_seq);
+		for (unsigned i = 0;
+		     i < POLITE_PAUSES && LOAD(*word) == 0 && LOAD(v->hdr->lock_seq) == seq; i++)
+			ppi_cpu_relax();
+	}
 	for (unsigned i = 0; i < ppi_lock_spin_limit; i++) {
+		uint32_t w = LOAD(*word);
+		if (w == 0) {
+			if (atomic_compare_exchange_strong_explicit(word, &w, me, memory_order_acquire,
+			                                            RELAXED))
+				return lock_taken(v);
+		} else if (!(w & PPI_LOCK_WANTED)) {
+			/* Ask the holder to let us in next (once per holding). */
+			atomic_compare_exchange_strong_explicit(word, &w, w | PPI_LOCK_WANTED, RELAXED,
+			                                        RELAXED);
+		}
 		ppi_cpu_relax();
-		uint32_t free_word = 0;
-		if (LOAD(*word) == 0 &&
-		    atomic_compare_exchange_strong_explicit(word, &free_word, me, memory_order_acquire,
-		                                            RELAXED))
-			return 0;
 	}
 	uint64_t give_up = ppi_now_ns() + LOCK_GIVE_UP_NS;
 	for (;;) {
@@ -631,7 +677,7 @@ int ppi_shm_lock_slow(struct ppi_shm *v)
 			/* Keep the waiters bit: others may sleep still. */
 			if (atomic_compare_exchange_strong_explicit(word, &w, me | PPI_LOCK_WAITERS,
 			                                            memory_order_acquire, RELAXED))
-				return 0;
+				return lock_taken(v);
 			continue;
 		}
 		if (!(w & PPI_LOCK_WAITERS)) {
@@ -644,12 +690,12 @@ int ppi_shm_lock_slow(struct ppi_shm *v)
 		int err = ppi_futex_wait_until(word, w, &look, false);
 		if (err != ETIMEDOUT && LOAD(*word) != w)
 			continue;
-		uint32_t owner = (w & ~PPI_LOCK_WAITERS) - 1;
+		uint32_t owner = (w & ~PPI_LOCK_FLAGS) - 1;
 		bool dead = owner >= PPI_SHM_HOLDERS || (owner != v->holder && holder_dead(v, owner));
 		if (dead && atomic_compare_exchange_strong_explicit(word, &w, me | PPI_LOCK_WAITERS,
 		                                                    memory_order_acquire, RELAXED)) {
 			recover(v);
-			return 0;
+			return lock_taken(v);
 		}
 		if (ppi_now_ns() > give_up)
 			return EIO;

@@ -67,7 +67,9 @@ struct ppi_shm_page {
 	_Atomic uint32_t next; /* link in the free or idle list; 0 ends it */
 };
 
-#define PPI_LOCK_WAITERS 0x80000000u
+#define PPI_LOCK_WAITERS 0x80000000u /* a process sleeps on the word: unlock wakes one */
+#define PPI_LOCK_WANTED 0x40000000u  /* a process spins for it: the holder lets it in next */
+#define PPI_LOCK_FLAGS (PPI_LOCK_WAITERS | PPI_LOCK_WANTED)
 
 struct ppi_shm_hdr {
 	uint32_t magic, version;
@@ -75,6 +77,7 @@ struct ppi_shm_hdr {
 	 * it (see struct ppi_ring for the private ring's same reason).
 	 * 0, or the holder index + 1 of its owner, | WAITERS. */
 	_Alignas(PPI_CACHE_LINE) _Atomic uint32_t lock;
+	_Atomic uint32_t lock_seq; /* bumped by every taker: has anyone had it since? */
 	/* The page lists, written by whoever takes or gives pages. */
 	_Alignas(PPI_CACHE_LINE) _Atomic uint32_t data_pages; /* pages in the data memory (0 unused) */
 	_Atomic uint32_t idle_head, idle_count;
@@ -131,6 +134,9 @@ struct ppi_shm {
 	ino_t ino;
 	_Atomic uint64_t checked_ns; /* last look at the tokens */
 	_Atomic bool look_now;     /* pp_events saw a token hang up: look at the next lock */
+	_Atomic bool polite;       /* our last unlock saw PPI_LOCK_WANTED: our next lock
+	                            * lets that spinner in first (ppi_shm_lock_slow) */
+	_Atomic uint32_t polite_seq; /* lock_seq at that unlock */
 	uint32_t ticks;            /* lock holds by this process (ppi_shm_look) */
 	/* Pages a reader of this process finished copying, held by us until
 	 * the process's next lock gives them back (under mu). */
@@ -188,20 +194,26 @@ int ppi_shm_create(int fl, struct ppi_shm **out);
  * did not let go for a second, or the memory is corrupt); a lock taken
  * from a dead owner is recovered before it returns. */
 int ppi_shm_lock_slow(struct ppi_shm *v);
+void ppi_shm_unlock_slow(struct ppi_shm *v, uint32_t was);
 static inline int ppi_shm_lock(struct ppi_shm *v)
 {
 	uint32_t free_word = 0;
-	if (likely(atomic_compare_exchange_strong_explicit(&v->hdr->lock, &free_word, v->holder + 1,
+	if (likely(!atomic_load_explicit(&v->polite, memory_order_relaxed)) &&
+	    likely(atomic_compare_exchange_strong_explicit(&v->hdr->lock, &free_word, v->holder + 1,
 	                                                   memory_order_acquire,
-	                                                   memory_order_relaxed)))
+	                                                   memory_order_relaxed))) {
+		_Atomic uint32_t *seq = &v->hdr->lock_seq;
+		atomic_store_explicit(seq, atomic_load_explicit(seq, memory_order_relaxed) + 1,
+		                      memory_order_relaxed);
 		return 0;
+	}
 	return ppi_shm_lock_slow(v);
 }
 static inline void ppi_shm_unlock(struct ppi_shm *v)
 {
 	uint32_t was = atomic_exchange_explicit(&v->hdr->lock, 0, memory_order_release);
-	if (unlikely(was & PPI_LOCK_WAITERS))
-		ppi_futex_wake_shared(&v->hdr->lock, 1);
+	if (unlikely(was & PPI_LOCK_FLAGS))
+		ppi_shm_unlock_slow(v, was);
 }
 
 /* Mark the pipe broken: every call on it fails from now on.  EIO. */

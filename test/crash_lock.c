@@ -100,7 +100,7 @@ static bool ctl_find(struct ctl_view *cv)
 static pid_t lock_owner(struct ctl_view *cv)
 {
 	const struct ppi_shm_hdr *hdr = cv->base;
-	uint32_t w = atomic_load(&((struct ppi_shm_hdr *)hdr)->lock) & ~PPI_LOCK_WAITERS;
+	uint32_t w = atomic_load(&((struct ppi_shm_hdr *)hdr)->lock) & ~PPI_LOCK_FLAGS;
 	if (!w || w > PPI_SHM_HOLDERS)
 		return 0;
 	struct ppi_shm_holder *hs =

@@ -161,7 +161,7 @@ static void hf_store(unsigned char *ctl, size_t off, uint32_t val, bool stalls)
 	/* A lock word naming a live holder (this process is holder 0, a
 	 * scribbler one of the next few) holds calls up for the lock's
 	 * second: only in inputs that ask for it, or fuzzing crawls. */
-	if (off == HF_HDR(lock) && !stalls && (val & ~PPI_LOCK_WAITERS) - 1 < 4)
+	if (off == HF_HDR(lock) && !stalls && (val & ~PPI_LOCK_FLAGS) - 1 < 4)
 		val += 4;
 	__atomic_store_n((uint32_t *)(ctl + off), val, __ATOMIC_RELAXED);
 }
