@@ -81,7 +81,9 @@
  *   -r REPS  repetitions per measurement (default 5)
  *   -c CASE  only the cases whose name contains CASE ("64 KiB", "1 B",
  *            "ping", "file")
- *   PP_BENCH_SCALE=F in the environment multiplies every amount by F.
+ *   PP_BENCH_SCALE=F in the environment multiplies every amount by F;
+ *   PP_BENCH_READS=1 prints, per stream run, the reads and bytes per read
+ *   the reader made (how well a reader of small writes gathers).
  *   PP_SPIN_NS=0 (read by the library) turns the pagepipe's spinning off.
  *
  * Options, alternating medians, the checked stream writer and readers (also
@@ -541,6 +543,9 @@ static double run_stream(enum chan kind, size_t wsize, unsigned long long total,
 		        rep->werr, rep->rx.err);
 		data_errors++;
 	}
+	if (getenv("PP_BENCH_READS"))
+		fprintf(stderr, "  (%s: %lu reads, %.1f bytes per read)\n", chan_name[kind],
+		        rep->rx.reads, (double)total / (double)(rep->rx.reads ? rep->rx.reads : 1));
 	return (double)total / (rep->rx.t1 - rep->t0);
 }
 
