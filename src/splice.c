@@ -341,6 +341,51 @@ PPI_API ssize_t pp_fanout(struct pp_end *in, struct pp_end *const outs[], int n,
 
 /* ---- the zero-copy reader ------------------------------------------- */
 
+/*
+ * A shared ring's peek without its lock: the segments from tail, or 0 when
+ * the locked path must answer (empty, or anything that does not pass the
+ * checks: a slot being changed under us, a page not mapped yet, a corrupt
+ * ring; only the locked path may call the ring corrupt).  Safe because a
+ * peek changes nothing: the writer publishes a slot before it moves head
+ * (release, read here with acquire) and changes a published slot only by
+ * one store of its span; both slot areas stay mapped across a resize; and
+ * every value is checked before it makes an address, so a slot recycled
+ * under us by another reader points into the data memory all the same.
+ * What such a race returns, a locked peek followed by another reader's
+ * consume would return too.  Between processes it saves the lock's round
+ * trip on every peek (design.md section 9).
+ */
+static int peek_unlocked(struct ppi_shm *v, struct iovec *iov, int max)
+{
+	if (v->dead || LOAD(v->hdr->broken))
+		return 0;
+	uint32_t geom = LOAD(v->hdr->geom), order = geom & 0xff;
+	if (order > 19 || (geom >> 9))
+		return 0;
+	struct ppi_buf *bufs = ppi_shm_slots(v, geom >> 8);
+	uint32_t mask = (1u << order) - 1;
+	uint32_t tail = LOAD(v->ring->tail);
+	uint32_t head = atomic_load_explicit(&v->ring->head, memory_order_acquire);
+	if (head - tail - 1 > mask)
+		return 0; /* empty, or not a ring we can walk */
+	uint32_t mapped = atomic_load_explicit(&v->mapped, memory_order_acquire);
+	int n = 0;
+	for (uint32_t i = tail; i != head && n < max; i++, n++) {
+		struct ppi_buf *slot = &bufs[i & mask];
+		struct ppi_buf b;
+		b.page = __atomic_load_n(&slot->page, __ATOMIC_RELAXED);
+		b.flags = __atomic_load_n(&slot->flags, __ATOMIC_RELAXED);
+		b.span = __atomic_load_n(&slot->span, __ATOMIC_RELAXED);
+		if (!b.len || !b.page || b.page >= mapped || b.offset > PP_PAGE_SIZE ||
+		    b.len > PP_PAGE_SIZE - b.offset ||
+		    (b.flags >> PPI_BUF_KIND_SHIFT) != PPI_KIND_ANON)
+			return 0;
+		iov[n].iov_base = ppi_shm_page(v, b.page) + b.offset;
+		iov[n].iov_len = b.len;
+	}
+	return n;
+}
+
 PPI_API ssize_t pp_peek(struct pp_end *in, struct iovec *iov, int max)
 {
 	struct ppi_ring *r = ppi_end_ring_side(in, PPI_READ);
@@ -362,6 +407,8 @@ PPI_API ssize_t pp_peek(struct pp_end *in, struct iovec *iov, int max)
 	 * pulls the lock's cache line away from a writer in mid-batch. */
 	if (max && !(fl & PP_NONBLOCK) && !ppi_ring_ready(r, PPI_READ))
 		ppi_ring_spin(r, PPI_READ);
+	if (max && in->shm && (n = peek_unlocked(in->shm, iov, max)) > 0)
+		return n;
 	if ((err = ppi_call_lock(&c, r, in->shm, false)))
 		return ppi_result(-1, err, false, fl);
 	if (max && (err = ppi_call_wait_data(&c, fl & PP_NONBLOCK)) == EIO)

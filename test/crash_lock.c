@@ -44,6 +44,9 @@
  *                      takes the lock and stops gets EIO; once the owner
  *                      goes on, the process's next call counts the reader
  *                      out of the ring's and its holder's sleepers.
+ *   peek_needs_no_lock pp_peek of a pipe holding data returns it at once
+ *                      while a stopped process holds the lock; pp_consume
+ *                      fails with EIO, and works once the owner goes on.
  */
 #include "crash.h"
 #include "end.h"
@@ -428,11 +431,58 @@ static void sleeper_counted_out_after_eio(void)
 	pp_close(e[1]);
 }
 
+/* pp_peek of a shared ring takes no lock when there is data (splice.c's
+ * peek_unlocked): with the lock held by a stopped process it returns the
+ * bytes at once, where pp_consume, which needs the lock, fails with EIO
+ * after the one-second bound; once the owner goes on, consume works. */
+static void peek_needs_no_lock(void)
+{
+	struct pp_end *e[2];
+	CHECK_EQ(pp_pipe(e, PP_SHARED), 0);
+	CHECK_EQ(pp_write(e[1], "hello", 5), 5);
+	int locked[2];
+	CHECK_EQ(pipe(locked), 0);
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(locked[0]);
+		if (ppi_shm_lock(e[0]->shm))
+			_exit(1);
+		if (write(locked[1], "L", 1) != 1)
+			_exit(2);
+		raise(SIGSTOP);
+		ppi_shm_unlock(e[0]->shm);
+		pp_close(e[0]);
+		pp_close(e[1]);
+		_exit(0);
+	}
+	CHECK(pid > 0);
+	close(locked[1]);
+	char c;
+	CHECK_EQ(read(locked[0], &c, 1), 1);
+	close(locked[0]);
+	struct iovec iov[4];
+	double t0 = t_now();
+	ssize_t n = pp_peek(e[0], iov, 4);
+	double took = t_now() - t0;
+	CHECK_EQ(n, 1);
+	CHECK(took < (t_valgrind() ? 1.0 : 0.1));
+	CHECK(n == 1 && iov[0].iov_len == 5 && memcmp(iov[0].iov_base, "hello", 5) == 0);
+	CHECK_ERR(pp_consume(e[0], 5), EIO);
+	kill(pid, SIGCONT);
+	CHECK(cr_reap_ok(pid, 10));
+	CHECK_EQ(pp_consume(e[0], 5), 5);
+	CHECK_EQ(pp_nread(e[0]), 0);
+	pp_close(e[0]);
+	pp_close(e[1]);
+}
+
 int main(void)
 {
 	sh = cr_shared(sizeof *sh);
 	RUN(lock_holder_killed);
 	RUN(lock_holder_stopped);
 	RUN(sleeper_counted_out_after_eio);
+	RUN(peek_needs_no_lock);
 	return T_DONE();
 }
