@@ -75,7 +75,7 @@ struct ppi_shm_hdr {
 	uint32_t magic, version;
 	/* The lock has a cache line of its own: every lock and unlock writes
 	 * it (see struct ppi_ring for the private ring's same reason).
-	 * 0, or the holder index + 1 of its owner, | WAITERS. */
+	 * 0, or the holder index + 1 of its owner, | WAITERS | WANTED. */
 	_Alignas(PPI_CACHE_LINE) _Atomic uint32_t lock;
 	_Atomic uint32_t lock_seq; /* bumped by every taker: has anyone had it since? */
 	/* The page lists, written by whoever takes or gives pages. */
