@@ -92,12 +92,17 @@ static void handler_during_locked_call(void)
 		}
 		calls += 1000;
 		clock_gettime(CLOCK_MONOTONIC, &now);
-	} while (now.tv_sec - t0.tv_sec < 2 || handled < signals_wanted());
+		/* Under valgrind, stop at 20 s with what came (helgrind on a
+		 * loaded CI machine delivered fewer than 5 in 30 s): a handler
+		 * that deadlocked would never get here, and the alarm says so. */
+	} while (now.tv_sec - t0.tv_sec < 2 ||
+	         (handled < signals_wanted() && !(t_valgrind() && now.tv_sec - t0.tv_sec >= 20)));
 	stop = 1;
 	pthread_join(t, NULL);
 	alarm(0);
 	signal(SIGUSR1, SIG_IGN);
 	fprintf(stderr, "%ld calls, %ld signals handled\n", calls, (long)handled);
+	CHECK(handled > 0); /* else nothing was tested */
 	CHECK_EQ(bad_values, 0);
 	pp_close(ends[0]);
 	pp_close(ends[1]);
