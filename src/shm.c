@@ -457,9 +457,7 @@ bool ppi_shm_buf_bad(struct ppi_shm *v, const struct ppi_buf *b)
 {
 	/* The fast check in shm.h failed: maybe the page is one another
 	 * process added to the data memory since we mapped. */
-	if (b->page != 0 && b->page < LOAD(v->hdr->data_pages) && ppi_shm_map_to(v, b->page) &&
-	    b->offset <= PP_PAGE_SIZE && b->len <= PP_PAGE_SIZE - b->offset &&
-	    (b->flags >> PPI_BUF_KIND_SHIFT) == PPI_KIND_ANON)
+	if (ppi_shm_buf_fits(b, LOAD(v->hdr->data_pages)) && ppi_shm_map_to(v, b->page))
 		return false;
 	broken(v);
 	return true;
@@ -637,13 +635,6 @@ void ppi_shm_unlock_slow(struct ppi_shm *v, uint32_t was)
 		ppi_futex_wake_shared(&v->hdr->lock, 1);
 }
 
-/* The lock is ours: count a taking (lock_seq).  0. */
-static int lock_taken(struct ppi_shm *v)
-{
-	atomic_store_explicit(&v->hdr->lock_seq, LOAD(v->hdr->lock_seq) + 1, RELAXED);
-	return 0;
-}
-
 int ppi_shm_lock_slow(struct ppi_shm *v)
 {
 	_Atomic uint32_t *word = &v->hdr->lock;
@@ -662,7 +653,7 @@ int ppi_shm_lock_slow(struct ppi_shm *v)
 		if (w == 0) {
 			if (atomic_compare_exchange_strong_explicit(word, &w, me, memory_order_acquire,
 			                                            RELAXED))
-				return lock_taken(v);
+				return ppi_shm_lock_taken(v);
 		} else if (!(w & PPI_LOCK_WANTED)) {
 			/* Ask the holder to let us in next (once per holding). */
 			atomic_compare_exchange_strong_explicit(word, &w, w | PPI_LOCK_WANTED, RELAXED,
@@ -677,7 +668,7 @@ int ppi_shm_lock_slow(struct ppi_shm *v)
 			/* Keep the waiters bit: others may sleep still. */
 			if (atomic_compare_exchange_strong_explicit(word, &w, me | PPI_LOCK_WAITERS,
 			                                            memory_order_acquire, RELAXED))
-				return lock_taken(v);
+				return ppi_shm_lock_taken(v);
 			continue;
 		}
 		if (!(w & PPI_LOCK_WAITERS)) {
@@ -695,7 +686,7 @@ int ppi_shm_lock_slow(struct ppi_shm *v)
 		if (dead && atomic_compare_exchange_strong_explicit(word, &w, me | PPI_LOCK_WAITERS,
 		                                                    memory_order_acquire, RELAXED)) {
 			recover(v);
-			return lock_taken(v);
+			return ppi_shm_lock_taken(v);
 		}
 		if (ppi_now_ns() > give_up)
 			return EIO;

@@ -193,6 +193,15 @@ int ppi_shm_create(int fl, struct ppi_shm **out);
 /* The lock.  ppi_shm_lock returns 0, or EIO (the owner stayed alive and
  * did not let go for a second, or the memory is corrupt); a lock taken
  * from a dead owner is recovered before it returns. */
+/* The lock is ours: count a taking (lock_seq, for the polite hand-over
+ * of shm.c).  0. */
+static inline int ppi_shm_lock_taken(struct ppi_shm *v)
+{
+	_Atomic uint32_t *seq = &v->hdr->lock_seq;
+	atomic_store_explicit(seq, atomic_load_explicit(seq, memory_order_relaxed) + 1,
+	                      memory_order_relaxed);
+	return 0;
+}
 int ppi_shm_lock_slow(struct ppi_shm *v);
 void ppi_shm_unlock_slow(struct ppi_shm *v, uint32_t was);
 static inline int ppi_shm_lock(struct ppi_shm *v)
@@ -201,12 +210,8 @@ static inline int ppi_shm_lock(struct ppi_shm *v)
 	if (likely(!atomic_load_explicit(&v->polite, memory_order_relaxed)) &&
 	    likely(atomic_compare_exchange_strong_explicit(&v->hdr->lock, &free_word, v->holder + 1,
 	                                                   memory_order_acquire,
-	                                                   memory_order_relaxed))) {
-		_Atomic uint32_t *seq = &v->hdr->lock_seq;
-		atomic_store_explicit(seq, atomic_load_explicit(seq, memory_order_relaxed) + 1,
-		                      memory_order_relaxed);
-		return 0;
-	}
+	                                                   memory_order_relaxed)))
+		return ppi_shm_lock_taken(v);
 	return ppi_shm_lock_slow(v);
 }
 static inline void ppi_shm_unlock(struct ppi_shm *v)
@@ -222,34 +227,48 @@ bool ppi_shm_buf_bad(struct ppi_shm *v, const struct ppi_buf *b);
 
 /* Under the lock: check the ring's indices against the view, and give the
  * slot array and mask to use.  0 or EIO.  Inline: every call does it. */
+/* The slot array and mask a geometry word names (bit 8 the area, bits 0-7
+ * the log2 of the size), or NULL when the word is not one we wrote. */
+static inline struct ppi_buf *ppi_shm_geom_slots(struct ppi_shm *v, uint32_t geom, uint32_t *mask)
+{
+	uint32_t order = geom & 0xff;
+	if (unlikely(order > 19 || (geom >> 9)))
+		return NULL;
+	*mask = (1u << order) - 1;
+	return ppi_shm_slots(v, geom >> 8);
+}
+
 static inline int ppi_shm_ring_check(struct ppi_shm *v, struct ppi_buf **bufs, uint32_t *mask)
 {
 	struct ppi_shm_hdr *hdr = v->hdr;
 	struct ppi_ring *r = v->ring;
 	if (unlikely(LOAD(hdr->broken)))
 		return EIO;
-	uint32_t geom = LOAD(hdr->geom);
-	uint32_t order = geom & 0xff;
-	if (unlikely(order > 19 || (geom >> 9)))
+	*bufs = ppi_shm_geom_slots(v, LOAD(hdr->geom), mask);
+	if (unlikely(!*bufs))
 		return ppi_shm_corrupt(v);
-	uint32_t size = 1u << order;
+	uint32_t size = *mask + 1;
 	uint32_t used = LOAD(r->head) - LOAD(r->tail);
 	uint32_t max = LOAD(r->max_usage);
 	if (unlikely(used > size || !max || max > size || LOAD(r->reserved) > max))
 		return ppi_shm_corrupt(v);
-	*bufs = ppi_shm_slots(v, geom >> 8);
-	*mask = size - 1;
 	return 0;
 }
 
 /* Under the lock: a slot's buffer, checked (page mapped, bytes within the
  * page, a kind a shared ring holds).  false: corrupt (the pipe is broken). */
+/* Does slot b name bytes inside one of the first `pages` data pages, of
+ * the one kind a shared ring holds?  (Page 0 is never used.) */
+static inline bool ppi_shm_buf_fits(const struct ppi_buf *b, uint32_t pages)
+{
+	return b->page != 0 && b->page < pages && b->offset <= PP_PAGE_SIZE &&
+	       b->len <= PP_PAGE_SIZE - b->offset &&
+	       (b->flags >> PPI_BUF_KIND_SHIFT) == PPI_KIND_ANON;
+}
+
 static inline bool ppi_shm_buf_ok(struct ppi_shm *v, const struct ppi_buf *b)
 {
-	uint32_t mapped = atomic_load_explicit(&v->mapped, memory_order_acquire);
-	if (likely(b->page != 0 && b->page < mapped && b->offset <= PP_PAGE_SIZE &&
-	           b->len <= PP_PAGE_SIZE - b->offset &&
-	           (b->flags >> PPI_BUF_KIND_SHIFT) == PPI_KIND_ANON))
+	if (likely(ppi_shm_buf_fits(b, atomic_load_explicit(&v->mapped, memory_order_acquire))))
 		return true;
 	return !ppi_shm_buf_bad(v, b);
 }

@@ -359,11 +359,10 @@ static int peek_unlocked(struct ppi_shm *v, struct iovec *iov, int max)
 {
 	if (v->dead || LOAD(v->hdr->broken))
 		return 0;
-	uint32_t geom = LOAD(v->hdr->geom), order = geom & 0xff;
-	if (order > 19 || (geom >> 9))
+	uint32_t mask;
+	struct ppi_buf *bufs = ppi_shm_geom_slots(v, LOAD(v->hdr->geom), &mask);
+	if (!bufs)
 		return 0;
-	struct ppi_buf *bufs = ppi_shm_slots(v, geom >> 8);
-	uint32_t mask = (1u << order) - 1;
 	uint32_t tail = LOAD(v->ring->tail);
 	uint32_t head = atomic_load_explicit(&v->ring->head, memory_order_acquire);
 	if (head - tail - 1 > mask)
@@ -376,9 +375,7 @@ static int peek_unlocked(struct ppi_shm *v, struct iovec *iov, int max)
 		b.page = __atomic_load_n(&slot->page, __ATOMIC_RELAXED);
 		b.flags = __atomic_load_n(&slot->flags, __ATOMIC_RELAXED);
 		b.span = __atomic_load_n(&slot->span, __ATOMIC_RELAXED);
-		if (!b.len || !b.page || b.page >= mapped || b.offset > PP_PAGE_SIZE ||
-		    b.len > PP_PAGE_SIZE - b.offset ||
-		    (b.flags >> PPI_BUF_KIND_SHIFT) != PPI_KIND_ANON)
+		if (!b.len || !ppi_shm_buf_fits(&b, mapped))
 			return 0;
 		iov[n].iov_base = ppi_shm_page(v, b.page) + b.offset;
 		iov[n].iov_len = b.len;
