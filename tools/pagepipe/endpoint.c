@@ -7,6 +7,7 @@
  *   tcp:[HOST]:PORT   an input: listen on HOST (all addresses when empty)
  *                     and read the first connection accepted
  *   anything else     a file path
+ *   -x CMD            (an output) a kernel pipe to 'sh -c CMD'
  *
  * Each function prints its own message on failure, so the caller only
  * decides what a failure means for the exit status.
@@ -14,6 +15,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +24,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #include "endpoint.h"
 
@@ -180,4 +185,47 @@ int pt_open_output(const char *spec, bool append, char *name, size_t namelen)
 	if (fd < 0)
 		pt_msg("%s: %s", spec, strerror(errno));
 	return fd;
+}
+
+/*
+ * The command runs as if started from the shell that started pagepipe: the
+ * signals pagepipe ignores (SIGPIPE) or blocks for its signal thread
+ * (SIGINT, SIGTERM) are reset, or `yes | head` inside the command would
+ * print "Broken pipe" and a ^C would not reach it.  posix_spawn, not fork:
+ * no copy of this process's memory, and safe beside running threads.
+ */
+int pt_open_command(const char *cmd, char *name, size_t namelen, pid_t *pid)
+{
+	snprintf(name, namelen, "command '%s'", cmd);
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) != 0) {
+		pt_msg("%s: %s", name, strerror(errno));
+		return -1;
+	}
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t none, dflt;
+	sigemptyset(&none);
+	sigemptyset(&dflt);
+	sigaddset(&dflt, SIGPIPE);
+	sigaddset(&dflt, SIGINT);
+	sigaddset(&dflt, SIGTERM);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, p[0], STDIN_FILENO); /* clears close-on-exec */
+	posix_spawnattr_init(&at);
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setsigdefault(&at, &dflt);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	char *argv[] = { "sh", "-c", (char *)cmd, NULL };
+	int rc = posix_spawn(pid, "/bin/sh", &fa, &at, argv, environ);
+	posix_spawnattr_destroy(&at);
+	posix_spawn_file_actions_destroy(&fa);
+	close(p[0]);
+	if (rc != 0) {
+		pt_msg("%s: cannot start /bin/sh: %s", name, strerror(rc));
+		close(p[1]);
+		return -1;
+	}
+	grow_kernel_pipe(p[1]);
+	return p[1];
 }

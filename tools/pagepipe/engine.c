@@ -25,8 +25,11 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -64,27 +67,89 @@ void pt_set_fatal(struct pt_engine *e)
 	pthread_mutex_unlock(&e->mu);
 }
 
-/* Decide what an output error means under --output-error. */
-static void output_failed(struct pt_engine *e, struct pt_output *out, int err)
+/* Decide what an output error means under --output-error; why is what the
+ * message says (strerror(err) when NULL).  was is the output's state when
+ * the error came: running (the usual case), done (a command's exit status
+ * after it had every byte: nothing was dropped) or dropped (already said,
+ * so only why is told). */
+static void output_failed_why(struct pt_engine *e, struct pt_output *out, int err, const char *why,
+                              int was)
 {
 	enum pt_output_error mode = e->o->output_error;
 	bool silent = err == EPIPE && (mode == PT_OE_WARN_NOPIPE || mode == PT_OE_EXIT_NOPIPE);
 	out->err = err;
 	if (!silent) {
-		pt_msg("%s: %s", out->name, strerror(err));
+		pt_msg("%s: %s", out->name, why ? why : strerror(err));
 		atomic_store(&e->had_error, true);
+		if (was == PT_OUT_DROPPED)
+			return;
 		if (mode == PT_OE_EXIT || mode == PT_OE_EXIT_NOPIPE) {
 			pt_msg("%s: stopping after %llu bytes to it (--output-error=%s)", out->name,
 			       (unsigned long long)atomic_load(&out->written),
 			       mode == PT_OE_EXIT ? "exit" : "exit-nopipe");
 			pt_set_fatal(e);
-		} else if (!e->quiet) {
+		} else if (!e->quiet && was == PT_OUT_RUNNING) {
 			pt_msg("%s: output dropped after %llu bytes", out->name,
 			       (unsigned long long)atomic_load(&out->written));
 		}
 	}
 }
 
+static void output_failed(struct pt_engine *e, struct pt_output *out, int err)
+{
+	output_failed_why(e, out, err, NULL, PT_OUT_RUNNING);
+}
+
+/*
+ * An output command's pipe is closed: wait for the command and judge it by
+ * its exit status, as a shell pipeline would.  A command killed by SIGPIPE
+ * lost its own reader: that is EPIPE, quiet under the -nopipe modes, like a
+ * reader of ours going away.  Any other signal, or a status other than 0,
+ * fails the output: exit status 1, and the run stops under the exit modes.
+ * An output already dropped keeps its first error, and its command's
+ * failure is still reported.  Returns the final state.
+ */
+static int command_ended(struct pt_engine *e, struct pt_output *out, int state)
+{
+	int st;
+	pid_t r;
+	do
+		r = waitpid(out->pid, &st, 0);
+	while (r < 0 && errno == EINTR);
+	if (r < 0) {
+		output_failed_why(e, out, errno, NULL, state);
+		return PT_OUT_DROPPED;
+	}
+	char *why = out->why;
+	size_t whylen = sizeof out->why;
+	int err = 0;
+	if (WIFSIGNALED(st) && WTERMSIG(st) == SIGPIPE) {
+		err = EPIPE;
+		snprintf(why, whylen, "killed by SIGPIPE");
+	} else if (WIFSIGNALED(st)) {
+		err = EIO;
+		snprintf(why, whylen, "killed by signal %d (%s)", WTERMSIG(st),
+		         sigdescr_np(WTERMSIG(st)) ? sigdescr_np(WTERMSIG(st)) : "?");
+	} else if (WIFEXITED(st) && WEXITSTATUS(st) != 0) {
+		err = EIO;
+		snprintf(why, whylen, "exited with status %d", WEXITSTATUS(st));
+	}
+	if (!err) {
+		why[0] = 0;
+		return state;
+	}
+	if (state == PT_OUT_DROPPED && err == EPIPE)
+		return state; /* the drop said it already */
+	int first = out->err, was = state;
+	enum pt_output_error mode = e->o->output_error;
+	if (state == PT_OUT_DROPPED && first == EPIPE &&
+	    (mode == PT_OE_WARN_NOPIPE || mode == PT_OE_EXIT_NOPIPE))
+		was = PT_OUT_RUNNING; /* that drop was quiet: this is the news */
+	output_failed_why(e, out, err, why, was);
+	if (state == PT_OUT_DROPPED)
+		out->err = first;
+	return PT_OUT_DROPPED;
+}
 /*
  * An output is finished: close its descriptor now, so its reader sees end of
  * file when this output is done, not when the slowest sibling is.  A close
@@ -96,6 +161,8 @@ static void output_finished(struct pt_engine *e, struct pt_output *out, int stat
 		output_failed(e, out, errno);
 		state = PT_OUT_DROPPED;
 	}
+	if (out->pid > 0)
+		state = command_ended(e, out, state);
 	atomic_store(&out->state, state);
 }
 
@@ -177,7 +244,7 @@ static int stdout_users(const struct pt_opts *o)
 {
 	int k = 0;
 	for (int i = 0; i < o->noutputs; i++)
-		k += !strcmp(o->outputs[i].name, "-");
+		k += !o->outputs[i].command && !strcmp(o->outputs[i].name, "-");
 	return k;
 }
 
@@ -193,7 +260,9 @@ static int open_outputs(struct pt_engine *e)
 		struct pt_output *out = &e->outs[e->n];
 		struct stat st;
 		const char *spec = o->outputs[i].name;
-		if (in_reg && strcmp(spec, "-") && strncmp(spec, "tcp:", 4) && stat(spec, &st) == 0 &&
+		if (o->outputs[i].command) {
+			out->fd = pt_open_command(spec, out->name, sizeof out->name, &out->pid);
+		} else if (in_reg && strcmp(spec, "-") && strncmp(spec, "tcp:", 4) && stat(spec, &st) == 0 &&
 		    st.st_dev == in_st.st_dev && st.st_ino == in_st.st_ino) {
 			pt_msg("%s: input file is output file", spec);
 			out->fd = -1;
@@ -207,7 +276,8 @@ static int open_outputs(struct pt_engine *e)
 			continue;
 		}
 		out->rate = o->outputs[i].rate;
-		out->own_fd = strcmp(spec, "-") != 0 || stdout_users(o) == 1;
+		out->own_fd = o->outputs[i].command || strcmp(spec, "-") != 0 ||
+		              stdout_users(o) == 1;
 		atomic_store(&out->state, PT_OUT_RUNNING);
 		e->n++;
 	}

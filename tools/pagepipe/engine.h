@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "opts.h"
 
@@ -47,6 +48,8 @@ struct pt_output {
 	char name[256];        /* for messages: a path, "standard output", tcp:... */
 	int fd;
 	bool own_fd;           /* closed by its thread when done (not a shared stdout) */
+	pid_t pid;             /* -x: the command fed by fd, reaped by the output's
+	                        * thread once fd is closed; 0 for other outputs */
 	uint64_t rate;         /* bytes per second, 0 for no limit */
 	pthread_t thread;
 	bool started;          /* thread created */
@@ -54,6 +57,8 @@ struct pt_output {
 	_Atomic uint64_t written;
 	_Atomic int state;     /* enum pt_out_state */
 	int err;               /* errno that dropped it; valid once state is DROPPED */
+	char why[64];          /* -x: how its command failed ("exited with status 3"),
+	                        * or empty; valid once state is DROPPED */
 };
 
 struct pt_engine {

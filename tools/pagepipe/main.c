@@ -151,8 +151,11 @@ static void print_stats(struct pt_engine *e, double secs)
 		int st = atomic_load(&out->state);
 		pt_msg("output %d (%s): %llu bytes, %s%s", i + 1, out->name,
 		       (unsigned long long)atomic_load(&out->written),
-		       st == PT_OUT_DONE ? "done" : st == PT_OUT_DROPPED ? "dropped: " : "stopped",
-		       st == PT_OUT_DROPPED ? strerror(out->err) : "");
+		       st == PT_OUT_DONE      ? "done"
+		       : st != PT_OUT_DROPPED ? "stopped"
+		       : out->why[0]          ? "failed: "
+		                              : "dropped: ",
+		       st != PT_OUT_DROPPED ? "" : out->why[0] ? out->why : strerror(out->err));
 	}
 }
 

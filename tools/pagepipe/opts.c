@@ -22,12 +22,14 @@ const char pt_usage[] =
 	"                           tcp:[HOST]:PORT (listen, read the first connection)\n"
 	"  -o, --output=DST         write DST: '-' (standard output), a file, or\n"
 	"                           tcp:HOST:PORT (connect); repeat for up to 64 outputs\n"
+	"  -x, --exec=CMD           an output that is a command: run 'sh -c CMD' with its\n"
+	"                           standard input fed at its own pace (its exit status counts)\n"
 	"  -a, --append             append to output files instead of truncating them\n"
 	"  -m, --memory=SIZE        buffer memory limit (default 64M, 64K..2G)\n"
 	"  -s, --block=SIZE         transfer block size (default 128K, 4K..16M)\n"
 	"  -P, --start-at=PCT       outputs start once the buffer is PCT% full (default 0)\n"
 	"  -p, --resume-at=PCT      once full, resume reading below PCT% (default 100)\n"
-	"  -L, --rate=RATE          limit each -o named after this to RATE bytes/s (0: none)\n"
+	"  -L, --rate=RATE          limit each -o/-x named after this to RATE bytes/s (0: none)\n"
 	"      --progress[=WHEN]    status line on stderr: auto (on a terminal), always, never\n"
 	"  -q, --quiet              no progress line, statistics or warnings\n"
 	"      --stats              print a summary at the end\n"
@@ -95,6 +97,7 @@ int pt_parse_pct(const char *s, int *out)
 static const struct option longopts[] = {
 	{ "input", required_argument, NULL, 'i' },
 	{ "output", required_argument, NULL, 'o' },
+	{ "exec", required_argument, NULL, 'x' },
 	{ "append", no_argument, NULL, 'a' },
 	{ "memory", required_argument, NULL, 'm' },
 	{ "block", required_argument, NULL, 's' },
@@ -151,7 +154,7 @@ enum pt_action pt_parse_args(int argc, char *argv[], struct pt_opts *o, char *er
 	optind = 0;        /* full re-initialisation of GNU getopt */
 	opterr = 0;
 	int c;
-	while ((c = getopt_long(argc, argv, "+:i:o:am:s:P:p:L:qhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:i:o:x:am:s:P:p:L:qhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'i':
 			if (!*optarg)
@@ -159,12 +162,14 @@ enum pt_action pt_parse_args(int argc, char *argv[], struct pt_opts *o, char *er
 			o->input = optarg;
 			break;
 		case 'o':
+		case 'x':
 			if (!*optarg)
-				FAIL("empty output name");
+				FAIL(c == 'o' ? "empty output name" : "empty command");
 			if (o->noutputs == PT_MAX_OUTPUTS)
 				FAIL("too many outputs (at most %d)", PT_MAX_OUTPUTS);
 			o->outputs[o->noutputs].name = optarg;
 			o->outputs[o->noutputs].rate = rate;
+			o->outputs[o->noutputs].command = c == 'x';
 			o->noutputs++;
 			break;
 		case 'a':

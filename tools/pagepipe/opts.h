@@ -34,8 +34,10 @@ enum pt_progress { PT_PROGRESS_NEVER, PT_PROGRESS_AUTO, PT_PROGRESS_ALWAYS };
 enum pt_action { PT_RUN, PT_HELP, PT_VERSION, PT_USAGE_ERROR };
 
 struct pt_output_opt {
-	const char *name; /* "-", a path, or "tcp:HOST:PORT" (points into argv) */
+	const char *name; /* "-", a path, or "tcp:HOST:PORT"; with -x, the command
+	                   * (points into argv) */
 	uint64_t rate;    /* bytes per second, 0 for unlimited */
+	bool command;     /* -x: name is a command for sh -c, fed on its standard input */
 };
 
 struct pt_opts {
