@@ -176,6 +176,15 @@ static void rate_wait(struct pt_output *out, uint64_t t0, uint64_t sent, size_t 
 	}
 }
 
+/* Drop whatever the pipe holds (the output is finished or failed). */
+static void discard_backlog(struct pp_end *r)
+{
+	int n;
+	while ((n = pp_nread(r)) > 0)
+		if (pp_consume(r, (size_t)n) < 0)
+			break;
+}
+
 void *pt_pagepipe_output_main(void *out_arg)
 {
 	struct pt_out_arg *a = out_arg;
@@ -246,8 +255,15 @@ void *pt_pagepipe_output_main(void *out_arg)
 		    !(pp_events(op->r) & POLLIN))
 			gate_open = false;
 	}
-	/* Closing the read end makes the next fan-out to it fail with EPIPE,
-	 * which is how the input thread learns to drop it. */
+	/*
+	 * Give the backlog's pages back now: a dropped output's pipe may hold a
+	 * whole buffer, and while it does the input has no room for the
+	 * survivors (the memory limit counts pages).  Then close the read end:
+	 * a fan-out to it fails with EPIPE from now on, and the notify wakes
+	 * the input if it waits for room, to drop the output (release the
+	 * write end, and with it what a fan-out put in since the discard).
+	 */
+	discard_backlog(op->r);
 	end_close(&op->r);
 	notify(p);
 	pt_thread_finished(e);
@@ -256,7 +272,24 @@ void *pt_pagepipe_output_main(void *out_arg)
 
 /* ---- the input thread ---------------------------------------------- */
 
-/* Drop the outputs whose readers are gone; false when none is left. */
+/* An output still fed by the input has closed its read end (it finished
+ * or failed): the input thread's to drop.  Input thread only (op->w). */
+static bool reader_gone(struct pagepipe_path *p)
+{
+	for (int i = 0; i < p->e->n; i++)
+		if (p->out[i].w && (pp_events(p->out[i].w) & POLLERR))
+			return true;
+	return false;
+}
+
+static bool room_or_reader_gone(struct pagepipe_path *p)
+{
+	return reader_gone(p) || room_ready(p);
+}
+
+/* Drop the outputs whose readers are gone, closing their write ends (the
+ * last end: the pipe and the pages it still holds are freed); false when
+ * none is left. */
 static bool prune_outputs(struct pagepipe_path *p, struct pp_end **fed, int *nfed)
 {
 	int k = 0;
@@ -299,6 +332,26 @@ static bool distribute(struct pagepipe_path *p, struct pp_end **fed, int *nfed)
 	return true;
 }
 
+/*
+ * Wait for room for a block under the memory limit (and -p).  An output
+ * that goes away meanwhile is dropped at once: its pipe's pages count
+ * against the limit until its write end is closed, and no fan-out will
+ * fail with EPIPE to tell while the input waits, so waiting for room alone
+ * would wait for ever.  false once no output is left.
+ */
+static bool wait_for_room(struct pagepipe_path *p, struct pp_end **fed, int *nfed)
+{
+	bool any = true;
+	atomic_store(&p->input_full, true);
+	notify(p); /* -P: a full buffer opens the outputs */
+	do {
+		wait_until(p, room_or_reader_gone);
+		any = prune_outputs(p, fed, nfed);
+	} while (any && !room_ready(p));
+	atomic_store(&p->input_full, false);
+	return any;
+}
+
 void *pt_pagepipe_input_main(void *engine)
 {
 	struct pt_engine *e = engine;
@@ -306,14 +359,9 @@ void *pt_pagepipe_input_main(void *engine)
 	struct pp_end *fed[PT_MAX_OUTPUTS];
 	int nfed;
 
-	prune_outputs(p, fed, &nfed);
-	while (nfed > 0 && !atomic_load(&e->fatal)) {
-		if (!room_ready(p)) {
-			atomic_store(&p->input_full, true);
-			notify(p); /* -P: a full buffer opens the outputs */
-			wait_until(p, room_ready);
-			atomic_store(&p->input_full, false);
-		}
+	while (prune_outputs(p, fed, &nfed) && !atomic_load(&e->fatal)) {
+		if (!room_ready(p) && !wait_for_room(p, fed, &nfed))
+			break;
 		ssize_t n = pp_splice_from_fd(e->in_fd, NULL, p->in_w, e->o->block, 0);
 		enum pt_input_took took = pt_input_took(e, n);
 		if (took == PT_TOOK_RETRY)
