@@ -160,20 +160,54 @@ static bool room_ready(struct pagepipe_path *p)
 
 /* ---- the output threads -------------------------------------------- */
 
-/* Sleep until `bytes` more may go out under the output's rate limit. */
-static void rate_wait(struct pt_output *out, uint64_t t0, uint64_t sent, size_t bytes)
+/*
+ * The rate limit paces bytes: an output writes at most one chunk of
+ * rate/20 bytes at a time (1 byte at -L 1, at most a block), and a chunk
+ * starts once the bytes written before it are paid for at the rate (`due`,
+ * output thread only).  So the first chunk goes at once, and an output
+ * that was slower than its rate (a slow reader) saves up no credit for a
+ * burst afterwards.  Writes of at least a page would hold back
+ * the first bytes of a low rate for 4096 / rate seconds (41 s at -L 100,
+ * an hour at -L 1).
+ */
+struct pacer {
+	uint64_t rate;  /* bytes per second */
+	size_t chunk;   /* the most written at once */
+	uint64_t due;   /* ns: the bytes written so far are paid for then */
+};
+
+static void pacer_init(struct pacer *pc, uint64_t rate, size_t block)
 {
-	/* The output may send rate * elapsed bytes, plus one burst of 1/20 s. */
-	uint64_t burst = out->rate / 20;
-	uint64_t due = sent + bytes > burst ? sent + bytes - burst : 0;
-	uint64_t at = t0 + (uint64_t)((double)due * 1e9 / (double)out->rate);
+	pc->rate = rate;
+	pc->chunk = rate / 20 ? (size_t)(rate / 20) : 1;
+	if (pc->chunk > block)
+		pc->chunk = block;
+	pc->due = 0;
+}
+
+static uint64_t pacer_ns(const struct pacer *pc, uint64_t bytes)
+{
+	return (uint64_t)((double)bytes * 1e9 / (double)pc->rate);
+}
+
+/* Sleep until the next chunk may start. */
+static void pacer_wait(struct pacer *pc)
+{
 	uint64_t now = now_ns();
-	if (at > now) {
-		struct timespec ts = { (time_t)((at - now) / 1000000000u),
-			               (long)((at - now) % 1000000000u) };
+	if (pc->due < now)
+		pc->due = now; /* no credit saved up while the output was slow */
+	if (pc->due > now) {
+		uint64_t d = pc->due - now;
+		struct timespec ts = { (time_t)(d / 1000000000u), (long)(d % 1000000000u) };
 		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 			;
 	}
+}
+
+/* `bytes` went out. */
+static void pacer_paid(struct pacer *pc, size_t bytes)
+{
+	pc->due += pacer_ns(pc, bytes);
 }
 
 /* Drop whatever the pipe holds (the output is finished or failed). */
@@ -193,16 +227,13 @@ void *pt_pagepipe_output_main(void *out_arg)
 	struct pt_output *out = &e->outs[a->i];
 	struct out_pipe *op = &p->out[a->i];
 	struct iovec iov[MAX_IOV];
-	uint64_t t0 = 0;
+	struct pacer pc = { 0 };
 	size_t chunk = e->o->block;
 	bool gate_open = e->o->start_pct == 0;
 
 	if (out->rate) {
-		chunk = out->rate / 20;
-		if (chunk < 4096)
-			chunk = 4096;
-		if (chunk > e->o->block)
-			chunk = e->o->block;
+		pacer_init(&pc, out->rate, e->o->block);
+		chunk = pc.chunk;
 	}
 	for (;;) {
 		if (atomic_load(&e->fatal))
@@ -231,11 +262,8 @@ void *pt_pagepipe_output_main(void *out_arg)
 			total += iov[k].iov_len;
 			k++;
 		}
-		if (out->rate) {
-			if (!t0)
-				t0 = now_ns();
-			rate_wait(out, t0, atomic_load(&out->written), total);
-		}
+		if (out->rate)
+			pacer_wait(&pc);
 		ssize_t w = writev(out->fd, iov, k);
 		if (w < 0) {
 			if (errno == EINTR)
@@ -248,6 +276,8 @@ void *pt_pagepipe_output_main(void *out_arg)
 			break;
 		}
 		pp_consume(op->r, (size_t)w);
+		if (out->rate)
+			pacer_paid(&pc, (size_t)w);
 		atomic_fetch_add(&out->written, (uint64_t)w);
 		notify(p);
 		/* -P again once this output has run its pipe empty. */
