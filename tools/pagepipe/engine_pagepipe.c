@@ -56,6 +56,9 @@ struct pagepipe_path {
 	struct pp_end *in_r, *in_w;          /* the input pipe, input thread only */
 	struct out_pipe out[PT_MAX_OUTPUTS]; /* output i's pipe */
 	_Atomic bool input_full;             /* input thread: waiting for the buffer to drain */
+	uint64_t mem_cap;                    /* input thread only: memory the system gave
+	                                      * before refusing a page, 0 until it did */
+	bool said_short;                     /* input thread only: said so on stderr */
 
 	/*
 	 * Waits for buffer space or fill (the memory limit, watermarks).  Lock
@@ -143,7 +146,8 @@ static bool live_outputs(const struct pt_engine *e)
 	return false;
 }
 
-/* Room for one more block under the memory limit (and -p once full). */
+/* Room for one more block under the memory limit, or under what the
+ * system gave (mem_cap), and -p once full.  Input thread only. */
 static bool room_ready(struct pagepipe_path *p)
 {
 	struct pt_engine *e = p->e;
@@ -152,7 +156,8 @@ static bool room_ready(struct pagepipe_path *p)
 	uint64_t used = pages_used();
 	if (used == 0)
 		return true;
-	bool fits = used + e->o->block + PP_PAGE_SIZE <= e->limit;
+	uint64_t limit = p->mem_cap && p->mem_cap < e->limit ? p->mem_cap : e->limit;
+	bool fits = used + e->o->block + PP_PAGE_SIZE <= limit;
 	if (atomic_load(&p->input_full)) /* -p: wait for the fill to drop below the mark */
 		return fits && pt_engine_buffered(e) * 100 < e->limit * (uint64_t)e->o->resume_pct;
 	return fits;
@@ -382,6 +387,32 @@ static bool wait_for_room(struct pagepipe_path *p, struct pp_end **fed, int *nfe
 	return any;
 }
 
+/*
+ * The system refused the pages for a block (ENOMEM: a ulimit -v, a cgroup,
+ * overcommit refused).  That is not an input error and no byte was read:
+ * while the buffer holds data, the outputs will give pages back, so hold
+ * the buffer under what it holds now for the rest of the run (mem_cap),
+ * say so once, wait for room and read again.  Only with nothing buffered
+ * can nothing make progress: then it is an error that ends the run.
+ * false when the input stops.
+ */
+static bool memory_short(struct pagepipe_path *p, struct pp_end **fed, int *nfed)
+{
+	uint64_t used = pages_used();
+	if (used == 0) {
+		pt_msg("cannot allocate memory for the buffer: %s", strerror(ENOMEM));
+		pt_set_fatal(p->e);
+		return false;
+	}
+	p->mem_cap = used;
+	if (!p->said_short && !p->e->quiet)
+		pt_msg("memory is short (%s): buffering at most %llu bytes from now on, "
+		       "waiting for the outputs to drain",
+		       strerror(ENOMEM), (unsigned long long)used);
+	p->said_short = true;
+	return wait_for_room(p, fed, nfed);
+}
+
 void *pt_pagepipe_input_main(void *engine)
 {
 	struct pt_engine *e = engine;
@@ -393,6 +424,11 @@ void *pt_pagepipe_input_main(void *engine)
 		if (!room_ready(p) && !wait_for_room(p, fed, &nfed))
 			break;
 		ssize_t n = pp_splice_from_fd(e->in_fd, NULL, p->in_w, e->o->block, 0);
+		if (n < 0 && errno == ENOMEM) {
+			if (!memory_short(p, fed, &nfed))
+				break;
+			continue;
+		}
 		enum pt_input_took took = pt_input_took(e, n);
 		if (took == PT_TOOK_RETRY)
 			continue;
