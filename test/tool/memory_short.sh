@@ -13,7 +13,9 @@ gen_random "$in" $((60 * MiB + 17))
 # -m 64M (the default) cannot be had.  An ASan or TSan build reserves far
 # more address space than this: skip there.
 VLIM=60000
-if ! (ulimit -v $VLIM; "$PAGEPIPE" -i "$in" -o /dev/null) 2>/dev/null; then
+# (In a bash of its own, so that its crash is not reported here.)
+if ! bash -c 'ulimit -v $1; "$2" -i "$3" -o /dev/null; exit $?' _ $VLIM "$PAGEPIPE" "$in" \
+	>/dev/null 2>&1; then
 	can_limit=0
 else
 	can_limit=1
