@@ -88,4 +88,54 @@ want_status $RC 0
 want_same "$T/in4" "$T/o1"
 end
 
+# A low rate paces the bytes, it does not withhold them (issue 14, defect
+# 6: writes were at least a page, so -L 100 wrote nothing for 41 s and -L 1
+# for an hour).  300 bytes at 100 B/s: the first ones arrive at once, all of
+# them in about 3 s.  Generous bounds: outcomes, not durations.
+gen_random "$T/in300" 300
+begin rate_100_paces_small_writes
+rm -f "$T/o1"
+t0=$(now_ms)
+"$PAGEPIPE" -L 100 -i "$T/in300" -o "$T/o1" 2>"$E" </dev/null &
+pid=$!
+bg_track $pid
+first=""
+while running $pid && [ $(($(now_ms) - t0)) -lt 20000 ]; do
+	if [ -z "$first" ] && [ "$(fsize "$T/o1")" -gt 0 ]; then
+		first=$(($(now_ms) - t0))
+		at_first=$(fsize "$T/o1")
+	fi
+	sleep 0.02
+done
+wait_pid $pid 5
+MS=$(($(now_ms) - t0))
+want_status $WAIT_RC 0
+want_same "$T/in300" "$T/o1"
+if [ -z "$first" ]; then
+	bad "no byte arrived while pagepipe ran (${MS} ms)"
+else
+	[ "$first" -lt 2000 ] || bad "the first bytes came after ${first} ms, want < 2000"
+	[ "$at_first" -lt 300 ] || bad "all 300 bytes came at once: not paced"
+fi
+within 1000 10000
+end
+
+# -L 1: a byte a second, the first at once.
+begin rate_1_first_byte_at_once
+rm -f "$T/o1"
+"$PAGEPIPE" -L 1 -i "$T/in300" -o "$T/o1" 2>"$E" </dev/null &
+pid=$!
+bg_track $pid
+t0=$(now_ms)
+while [ "$(fsize "$T/o1")" -le 0 ] && [ $(($(now_ms) - t0)) -lt 5000 ]; do
+	sleep 0.02
+done
+sleep 0.5
+got=$(fsize "$T/o1")
+kill -TERM $pid 2>/dev/null
+wait_pid $pid 10
+[ "$got" -ge 1 ] && [ "$got" -le 10 ] || bad "after about 0.5 s at 1 B/s: $got bytes, want 1 to 10"
+want_prefix "$T/in300" "$T/o1"
+end
+
 finish

@@ -56,6 +56,9 @@ struct pagepipe_path {
 	struct pp_end *in_r, *in_w;          /* the input pipe, input thread only */
 	struct out_pipe out[PT_MAX_OUTPUTS]; /* output i's pipe */
 	_Atomic bool input_full;             /* input thread: waiting for the buffer to drain */
+	uint64_t mem_cap;                    /* input thread only: memory the system gave
+	                                      * before refusing a page, 0 until it did */
+	bool said_short;                     /* input thread only: said so on stderr */
 
 	/*
 	 * Waits for buffer space or fill (the memory limit, watermarks).  Lock
@@ -143,7 +146,8 @@ static bool live_outputs(const struct pt_engine *e)
 	return false;
 }
 
-/* Room for one more block under the memory limit (and -p once full). */
+/* Room for one more block under the memory limit, or under what the
+ * system gave (mem_cap), and -p once full.  Input thread only. */
 static bool room_ready(struct pagepipe_path *p)
 {
 	struct pt_engine *e = p->e;
@@ -152,7 +156,8 @@ static bool room_ready(struct pagepipe_path *p)
 	uint64_t used = pages_used();
 	if (used == 0)
 		return true;
-	bool fits = used + e->o->block + PP_PAGE_SIZE <= e->limit;
+	uint64_t limit = p->mem_cap && p->mem_cap < e->limit ? p->mem_cap : e->limit;
+	bool fits = used + e->o->block + PP_PAGE_SIZE <= limit;
 	if (atomic_load(&p->input_full)) /* -p: wait for the fill to drop below the mark */
 		return fits && pt_engine_buffered(e) * 100 < e->limit * (uint64_t)e->o->resume_pct;
 	return fits;
@@ -160,20 +165,63 @@ static bool room_ready(struct pagepipe_path *p)
 
 /* ---- the output threads -------------------------------------------- */
 
-/* Sleep until `bytes` more may go out under the output's rate limit. */
-static void rate_wait(struct pt_output *out, uint64_t t0, uint64_t sent, size_t bytes)
+/*
+ * The rate limit paces bytes: an output writes at most one chunk of
+ * rate/20 bytes at a time (1 byte at -L 1, at most a block), and a chunk
+ * starts once the bytes written before it are paid for at the rate (`due`,
+ * output thread only).  So the first chunk goes at once, and an output
+ * that was slower than its rate (a slow reader) saves up no credit for a
+ * burst afterwards.  Writes of at least a page would hold back
+ * the first bytes of a low rate for 4096 / rate seconds (41 s at -L 100,
+ * an hour at -L 1).
+ */
+struct pacer {
+	uint64_t rate;  /* bytes per second */
+	size_t chunk;   /* the most written at once */
+	uint64_t due;   /* ns: the bytes written so far are paid for then */
+};
+
+static void pacer_init(struct pacer *pc, uint64_t rate, size_t block)
 {
-	/* The output may send rate * elapsed bytes, plus one burst of 1/20 s. */
-	uint64_t burst = out->rate / 20;
-	uint64_t due = sent + bytes > burst ? sent + bytes - burst : 0;
-	uint64_t at = t0 + (uint64_t)((double)due * 1e9 / (double)out->rate);
+	pc->rate = rate;
+	pc->chunk = rate / 20 ? (size_t)(rate / 20) : 1;
+	if (pc->chunk > block)
+		pc->chunk = block;
+	pc->due = 0;
+}
+
+static uint64_t pacer_ns(const struct pacer *pc, uint64_t bytes)
+{
+	return (uint64_t)((double)bytes * 1e9 / (double)pc->rate);
+}
+
+/* Sleep until the next chunk may start. */
+static void pacer_wait(struct pacer *pc)
+{
 	uint64_t now = now_ns();
-	if (at > now) {
-		struct timespec ts = { (time_t)((at - now) / 1000000000u),
-			               (long)((at - now) % 1000000000u) };
+	if (pc->due < now)
+		pc->due = now; /* no credit saved up while the output was slow */
+	if (pc->due > now) {
+		uint64_t d = pc->due - now;
+		struct timespec ts = { (time_t)(d / 1000000000u), (long)(d % 1000000000u) };
 		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 			;
 	}
+}
+
+/* `bytes` went out. */
+static void pacer_paid(struct pacer *pc, size_t bytes)
+{
+	pc->due += pacer_ns(pc, bytes);
+}
+
+/* Drop whatever the pipe holds (the output is finished or failed). */
+static void discard_backlog(struct pp_end *r)
+{
+	int n;
+	while ((n = pp_nread(r)) > 0)
+		if (pp_consume(r, (size_t)n) < 0)
+			break;
 }
 
 void *pt_pagepipe_output_main(void *out_arg)
@@ -184,16 +232,13 @@ void *pt_pagepipe_output_main(void *out_arg)
 	struct pt_output *out = &e->outs[a->i];
 	struct out_pipe *op = &p->out[a->i];
 	struct iovec iov[MAX_IOV];
-	uint64_t t0 = 0;
+	struct pacer pc = { 0 };
 	size_t chunk = e->o->block;
 	bool gate_open = e->o->start_pct == 0;
 
 	if (out->rate) {
-		chunk = out->rate / 20;
-		if (chunk < 4096)
-			chunk = 4096;
-		if (chunk > e->o->block)
-			chunk = e->o->block;
+		pacer_init(&pc, out->rate, e->o->block);
+		chunk = pc.chunk;
 	}
 	for (;;) {
 		if (atomic_load(&e->fatal))
@@ -222,11 +267,8 @@ void *pt_pagepipe_output_main(void *out_arg)
 			total += iov[k].iov_len;
 			k++;
 		}
-		if (out->rate) {
-			if (!t0)
-				t0 = now_ns();
-			rate_wait(out, t0, atomic_load(&out->written), total);
-		}
+		if (out->rate)
+			pacer_wait(&pc);
 		ssize_t w = writev(out->fd, iov, k);
 		if (w < 0) {
 			if (errno == EINTR)
@@ -239,6 +281,8 @@ void *pt_pagepipe_output_main(void *out_arg)
 			break;
 		}
 		pp_consume(op->r, (size_t)w);
+		if (out->rate)
+			pacer_paid(&pc, (size_t)w);
 		atomic_fetch_add(&out->written, (uint64_t)w);
 		notify(p);
 		/* -P again once this output has run its pipe empty. */
@@ -246,8 +290,15 @@ void *pt_pagepipe_output_main(void *out_arg)
 		    !(pp_events(op->r) & POLLIN))
 			gate_open = false;
 	}
-	/* Closing the read end makes the next fan-out to it fail with EPIPE,
-	 * which is how the input thread learns to drop it. */
+	/*
+	 * Give the backlog's pages back now: a dropped output's pipe may hold a
+	 * whole buffer, and while it does the input has no room for the
+	 * survivors (the memory limit counts pages).  Then close the read end:
+	 * a fan-out to it fails with EPIPE from now on, and the notify wakes
+	 * the input if it waits for room, to drop the output (release the
+	 * write end, and with it what a fan-out put in since the discard).
+	 */
+	discard_backlog(op->r);
 	end_close(&op->r);
 	notify(p);
 	pt_thread_finished(e);
@@ -256,7 +307,24 @@ void *pt_pagepipe_output_main(void *out_arg)
 
 /* ---- the input thread ---------------------------------------------- */
 
-/* Drop the outputs whose readers are gone; false when none is left. */
+/* An output still fed by the input has closed its read end (it finished
+ * or failed): the input thread's to drop.  Input thread only (op->w). */
+static bool reader_gone(struct pagepipe_path *p)
+{
+	for (int i = 0; i < p->e->n; i++)
+		if (p->out[i].w && (pp_events(p->out[i].w) & POLLERR))
+			return true;
+	return false;
+}
+
+static bool room_or_reader_gone(struct pagepipe_path *p)
+{
+	return reader_gone(p) || room_ready(p);
+}
+
+/* Drop the outputs whose readers are gone, closing their write ends (the
+ * last end: the pipe and the pages it still holds are freed); false when
+ * none is left. */
 static bool prune_outputs(struct pagepipe_path *p, struct pp_end **fed, int *nfed)
 {
 	int k = 0;
@@ -299,6 +367,52 @@ static bool distribute(struct pagepipe_path *p, struct pp_end **fed, int *nfed)
 	return true;
 }
 
+/*
+ * Wait for room for a block under the memory limit (and -p).  An output
+ * that goes away meanwhile is dropped at once: its pipe's pages count
+ * against the limit until its write end is closed, and no fan-out will
+ * fail with EPIPE to tell while the input waits, so waiting for room alone
+ * would wait for ever.  false once no output is left.
+ */
+static bool wait_for_room(struct pagepipe_path *p, struct pp_end **fed, int *nfed)
+{
+	bool any = true;
+	atomic_store(&p->input_full, true);
+	notify(p); /* -P: a full buffer opens the outputs */
+	do {
+		wait_until(p, room_or_reader_gone);
+		any = prune_outputs(p, fed, nfed);
+	} while (any && !room_ready(p));
+	atomic_store(&p->input_full, false);
+	return any;
+}
+
+/*
+ * The system refused the pages for a block (ENOMEM: a ulimit -v, a cgroup,
+ * overcommit refused).  That is not an input error and no byte was read:
+ * while the buffer holds data, the outputs will give pages back, so hold
+ * the buffer under what it holds now for the rest of the run (mem_cap),
+ * say so once, wait for room and read again.  Only with nothing buffered
+ * can nothing make progress: then it is an error that ends the run.
+ * false when the input stops.
+ */
+static bool memory_short(struct pagepipe_path *p, struct pp_end **fed, int *nfed)
+{
+	uint64_t used = pages_used();
+	if (used == 0) {
+		pt_msg("cannot allocate memory for the buffer: %s", strerror(ENOMEM));
+		pt_set_fatal(p->e);
+		return false;
+	}
+	p->mem_cap = used;
+	if (!p->said_short && !p->e->quiet)
+		pt_msg("memory is short (%s): buffering at most %llu bytes from now on, "
+		       "waiting for the outputs to drain",
+		       strerror(ENOMEM), (unsigned long long)used);
+	p->said_short = true;
+	return wait_for_room(p, fed, nfed);
+}
+
 void *pt_pagepipe_input_main(void *engine)
 {
 	struct pt_engine *e = engine;
@@ -306,15 +420,15 @@ void *pt_pagepipe_input_main(void *engine)
 	struct pp_end *fed[PT_MAX_OUTPUTS];
 	int nfed;
 
-	prune_outputs(p, fed, &nfed);
-	while (nfed > 0 && !atomic_load(&e->fatal)) {
-		if (!room_ready(p)) {
-			atomic_store(&p->input_full, true);
-			notify(p); /* -P: a full buffer opens the outputs */
-			wait_until(p, room_ready);
-			atomic_store(&p->input_full, false);
-		}
+	while (prune_outputs(p, fed, &nfed) && !atomic_load(&e->fatal)) {
+		if (!room_ready(p) && !wait_for_room(p, fed, &nfed))
+			break;
 		ssize_t n = pp_splice_from_fd(e->in_fd, NULL, p->in_w, e->o->block, 0);
+		if (n < 0 && errno == ENOMEM) {
+			if (!memory_short(p, fed, &nfed))
+				break;
+			continue;
+		}
 		enum pt_input_took took = pt_input_took(e, n);
 		if (took == PT_TOOK_RETRY)
 			continue;
