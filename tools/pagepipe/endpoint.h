@@ -12,7 +12,8 @@
 
 /* Open the input: a descriptor, or -1 with a message printed.  name gets
  * what messages call it; *size its bytes left to read, or -1 when unknown
- * (anything but a regular file). */
+ * (anything but a regular file).  namelen is at least 4; a longer spec
+ * is cut with "...". */
 int pt_open_input(const char *spec, char *name, size_t namelen, int64_t *size);
 
 /* Open an output (created, truncated unless append): a descriptor, or -1
