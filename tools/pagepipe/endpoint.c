@@ -156,12 +156,40 @@ static int tcp_open(const char *spec, bool listening)
 	return fd;
 }
 
+/* Which of descriptors 0, 1 and 2 were closed when the command started
+ * (pt_hold_std_fds). */
+static bool std_closed[3];
+
+void pt_hold_std_fds(void)
+{
+	static const int mode[3] = { O_RDONLY, O_WRONLY, O_WRONLY };
+	for (int fd = 0; fd < 3; fd++) {
+		if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+			continue;
+		std_closed[fd] = true;
+		/* open(2) gives the lowest free descriptor: fd itself, since
+		 * those below it are open by now.  If /dev/null cannot be
+		 * opened, fd stays closed (and '-' is still refused). */
+		(void)open("/dev/null", mode[fd]);
+	}
+}
+
+/* '-' for a standard descriptor that was closed at start: an error. */
+static int std_closed_error(const char *name)
+{
+	pt_msg("%s: %s", name, strerror(EBADF));
+	errno = EBADF;
+	return -1;
+}
+
 int pt_open_input(const char *spec, char *name, size_t namelen, int64_t *size)
 {
 	int fd;
 	*size = -1;
 	if (!strcmp(spec, "-")) {
 		set_name(name, namelen, "standard input");
+		if (std_closed[STDIN_FILENO])
+			return std_closed_error(name);
 		fd = STDIN_FILENO;
 	} else if (!strncmp(spec, "tcp:", 4)) {
 		set_name(name, namelen, spec);
@@ -187,6 +215,8 @@ int pt_open_output(const char *spec, bool append, char *name, size_t namelen)
 {
 	if (!strcmp(spec, "-")) {
 		set_name(name, namelen, "standard output");
+		if (std_closed[STDOUT_FILENO])
+			return std_closed_error(name);
 		grow_kernel_pipe(STDOUT_FILENO);
 		return STDOUT_FILENO;
 	}

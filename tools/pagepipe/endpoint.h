@@ -10,6 +10,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/*
+ * Hold each of descriptors 0, 1 and 2 that is closed at start on
+ * /dev/null.  Otherwise the first file opened would take its number: with
+ * `pagepipe -o a -o - >&-` the output a would also be "standard output"
+ * and get the data twice, and with `2>&-` the messages would go into a
+ * data file.  '-' for a descriptor held this way is then refused with
+ * "standard output: Bad file descriptor" (or input).  Call before opening
+ * anything.
+ */
+void pt_hold_std_fds(void);
+
 /* Open the input: a descriptor, or -1 with a message printed.  name gets
  * what messages call it; *size its bytes left to read, or -1 when unknown
  * (anything but a regular file).  namelen is at least 4; a longer spec

@@ -156,16 +156,30 @@ static void print_stats(struct pt_engine *e, double secs)
 	}
 }
 
+/*
+ * --help and --version: standard output must take the text, or the
+ * command says why and fails, as coreutils does ("write error: No space
+ * left on device" for `pagepipe --help >/dev/full`).
+ */
+static int flush_stdout(void)
+{
+	errno = 0;
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return 0;
+	pt_msg("write error: %s", strerror(errno ? errno : EIO));
+	return 1;
+}
+
 int main(int argc, char *argv[])
 {
 	char err[512];
 	switch (pt_parse_args(argc, argv, &opts, err, sizeof err)) {
 	case PT_HELP:
 		fputs(pt_usage, stdout);
-		return fflush(stdout) == 0 ? 0 : 1;
+		return flush_stdout();
 	case PT_VERSION:
 		printf("pagepipe %s\n", pp_version());
-		return fflush(stdout) == 0 ? 0 : 1;
+		return flush_stdout();
 	case PT_USAGE_ERROR:
 		pt_msg("%s", err);
 		fputs("Try 'pagepipe --help' for more information.\n", stderr);
@@ -174,6 +188,7 @@ int main(int argc, char *argv[])
 		break;
 	}
 
+	pt_hold_std_fds();
 	/* EPIPE is handled per output; SIGINT/SIGTERM by signal_main alone. */
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&stop_signals);
@@ -184,8 +199,9 @@ int main(int argc, char *argv[])
 	pthread_attr_t detached;
 	pthread_attr_init(&detached);
 	pthread_attr_setdetachstate(&detached, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&sig_thread, &detached, signal_main, NULL) != 0) {
-		pt_msg("cannot start a thread");
+	int rc = pthread_create(&sig_thread, &detached, signal_main, NULL);
+	if (rc != 0) {
+		pt_msg("cannot start a thread: %s", strerror(rc));
 		return 1;
 	}
 

@@ -133,6 +133,43 @@ static int size_arg(const char *what, const char *arg, uint64_t lo, uint64_t hi,
 	return 0;
 }
 
+/*
+ * The message for a long option getopt_long refused ("--NAME" or
+ * "--NAME=VALUE").  With opterr 0 it does not say why, so the word is
+ * looked at again and the reason given in getopt's words: a prefix of
+ * several options is ambiguous (and they are listed), an option that takes
+ * no argument was given one, or no option has that name.
+ */
+static void long_option_error(const char *arg, char *err, size_t errlen)
+{
+	const char *name = arg + 2;
+	size_t len = strcspn(name, "=");
+	const struct option *match = NULL;
+	char list[512] = "";
+	size_t at = 0;
+	int n = 0;
+	for (const struct option *lo = longopts; lo->name; lo++) {
+		if (strncmp(lo->name, name, len))
+			continue;
+		if (strlen(lo->name) == len) { /* an exact name is never ambiguous */
+			match = lo;
+			n = 1;
+			break;
+		}
+		match = lo;
+		n++;
+		if (at < sizeof list)
+			at += (size_t)snprintf(list + at, sizeof list - at, " '--%s'", lo->name);
+	}
+	if (n > 1)
+		snprintf(err, errlen, "option '--%.*s' is ambiguous; possibilities:%s", (int)len, name,
+		         list);
+	else if (n == 1 && name[len] == '=' && match->has_arg == no_argument)
+		snprintf(err, errlen, "option '--%s' doesn't allow an argument", match->name);
+	else
+		snprintf(err, errlen, "unrecognized option '--%.*s'", (int)len, name);
+}
+
 enum pt_action pt_parse_args(int argc, char *argv[], struct pt_opts *o, char *err, size_t errlen)
 {
 	*o = (struct pt_opts){
@@ -231,22 +268,14 @@ enum pt_action pt_parse_args(int argc, char *argv[], struct pt_opts *o, char *er
 			return PT_VERSION;
 		case ':':
 			FAIL("option '%s' requires an argument", argv[optind - 1]);
-		default: {
-			/* A long option: unknown, or given an argument it takes none of
-			 * (getopt's optopt is then the option's code, not a letter). */
-			const char *arg = argv[optind - 1];
-			if (!strncmp(arg, "--", 2)) {
-				size_t len = strcspn(arg + 2, "=");
-				for (const struct option *lo = longopts; lo->name; lo++)
-					if (arg[2 + len] == '=' && lo->has_arg == no_argument &&
-					    strlen(lo->name) >= len && !strncmp(lo->name, arg + 2, len))
-						FAIL("option '--%s' doesn't allow an argument", lo->name);
-				FAIL("unrecognized option '%.*s'", (int)(len + 2), arg);
+		default:
+			if (!strncmp(argv[optind - 1], "--", 2)) {
+				long_option_error(argv[optind - 1], err, errlen);
+				return PT_USAGE_ERROR;
 			}
 			if (optopt > ' ' && optopt < 127)
 				FAIL("invalid option -- '%c'", optopt);
-			FAIL("unrecognized option '%s'", arg);
-		}
+			FAIL("unrecognized option '%s'", argv[optind - 1]);
 		}
 	}
 	if (optind < argc)
