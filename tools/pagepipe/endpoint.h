@@ -31,6 +31,12 @@ int pt_open_input(const char *spec, char *name, size_t namelen, int64_t *size);
  * with a message printed.  name gets what messages call it. */
 int pt_open_output(const char *spec, bool append, char *name, size_t namelen);
 
+/* Check an endpoint's spelling before anything is opened: for tcp:HOST:PORT
+ * (an input when listening), the form, a host for an output, and the
+ * port (1..65535, 0 for an input, or a known service name).  0, or -1 with
+ * the reason in err (a usage error). */
+int pt_check_endpoint(const char *spec, bool listening, char *err, size_t errlen);
+
 /* "pagepipe: " + message on stderr, in one write(2), so that lines from
  * several threads never interleave. */
 void pt_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -170,6 +170,25 @@ static int flush_stdout(void)
 	return 1;
 }
 
+static int usage_error(const char *err)
+{
+	pt_msg("%s", err);
+	fputs("Try 'pagepipe --help' for more information.\n", stderr);
+	return 2;
+}
+
+/* A misspelt endpoint (a tcp: port out of range) is a usage error, found
+ * before anything is opened. */
+static int check_endpoints(char *err, size_t errlen)
+{
+	if (pt_check_endpoint(opts.input, true, err, errlen) != 0)
+		return -1;
+	for (int i = 0; i < opts.noutputs; i++)
+		if (pt_check_endpoint(opts.outputs[i].name, false, err, errlen) != 0)
+			return -1;
+	return 0;
+}
+
 int main(int argc, char *argv[])
 {
 	char err[512];
@@ -181,12 +200,12 @@ int main(int argc, char *argv[])
 		printf("pagepipe %s\n", pp_version());
 		return flush_stdout();
 	case PT_USAGE_ERROR:
-		pt_msg("%s", err);
-		fputs("Try 'pagepipe --help' for more information.\n", stderr);
-		return 2;
+		return usage_error(err);
 	case PT_RUN:
 		break;
 	}
+	if (check_endpoints(err, sizeof err) != 0)
+		return usage_error(err);
 
 	pt_hold_std_fds();
 	/* EPIPE is handled per output; SIGINT/SIGTERM by signal_main alone. */
