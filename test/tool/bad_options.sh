@@ -63,6 +63,9 @@ usage missing_argument_long --memory
 usage output_error_bogus --output-error=bogus
 usage progress_bogus --progress=sometimes
 usage unexpected_operand extra-operand
+usage size_zero --size=0
+usage size_junk --size=3X
+usage size_missing --size
 
 # Ambiguous long-option prefixes say so, as getopt_long does, and list the
 # candidates (issue 14: they were called "unrecognized").
@@ -76,7 +79,7 @@ ambiguous() {
 	[ ! -e "$T/never" ] || bad "an output was created despite the usage error"
 	end
 }
-ambiguous s --s "'--start-at' '--stats'"
+ambiguous s --s "'--start-at' '--stats' '--size'"
 ambiguous out_with_value --out=x "'--output' '--output-error'"
 ambiguous st --st "'--start-at' '--stats'"
 
@@ -167,6 +170,7 @@ accept rate_0 -L 0
 accept rate_1T -L 1T
 accept output_error_modes --output-error=warn --output-error=exit --output-error=exit-nopipe --output-error=warn-nopipe
 accept progress_never --progress=never
+accept size_1K --size=1K
 accept quiet_long --quiet
 accept input_long_dash --input=-
 

@@ -28,7 +28,10 @@ const char pt_usage[] =
 	"  -P, --start-at=PCT       outputs start once the buffer is PCT% full (default 0)\n"
 	"  -p, --resume-at=PCT      once full, resume reading below PCT% (default 100)\n"
 	"  -L, --rate=RATE          limit each -o named after this to RATE bytes/s (0: none)\n"
-	"      --progress[=WHEN]    status line on stderr: auto (on a terminal), always, never\n"
+	"      --progress[=WHEN]    status line on stderr: auto (the default: on a\n"
+	"                           terminal), always, never\n"
+	"      --size=SIZE          the input's size, for the progress line's percentage\n"
+	"                           and time left (known for a regular file)\n"
 	"  -q, --quiet              no progress line, statistics or warnings\n"
 	"      --stats              print a summary at the end\n"
 	"      --output-error[=MODE]  on an output error: warn-nopipe (default), warn,\n"
@@ -106,6 +109,7 @@ static const struct option longopts[] = {
 	{ "stats", no_argument, NULL, 2 },
 	{ "output-error", optional_argument, NULL, 3 },
 	{ "no-splice", no_argument, NULL, 4 },
+	{ "size", required_argument, NULL, 5 },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -178,7 +182,7 @@ enum pt_action pt_parse_args(int argc, char *argv[], struct pt_opts *o, char *er
 		.block = PT_BLOCK_DEFAULT,
 		.start_pct = 0,
 		.resume_pct = 100,
-		.progress = PT_PROGRESS_NEVER,
+		.progress = PT_PROGRESS_AUTO,
 		.output_error = PT_OE_WARN_NOPIPE,
 	};
 	if (errlen)
@@ -261,6 +265,10 @@ enum pt_action pt_parse_args(int argc, char *argv[], struct pt_opts *o, char *er
 			break;
 		case 4:
 			o->no_splice = true;
+			break;
+		case 5:
+			if (size_arg("input size", optarg, 1, UINT64_MAX, &o->size, err, errlen))
+				return PT_USAGE_ERROR;
 			break;
 		case 'h':
 			return PT_HELP;
