@@ -63,6 +63,52 @@ usage missing_argument_long --memory
 usage output_error_bogus --output-error=bogus
 usage progress_bogus --progress=sometimes
 usage unexpected_operand extra-operand
+usage size_zero --size=0
+usage size_junk --size=3X
+usage size_missing --size
+
+# Ambiguous long-option prefixes say so, as getopt_long does, and list the
+# candidates (issue 14: they were called "unrecognized").
+ambiguous() {
+	local name=$1 arg=$2 want=$3
+	begin "ambiguous_$name"
+	pp "$arg" -o "$T/never" </dev/null >"$T/out" 2>"$E"
+	want_status $? 2
+	want_grep "^pagepipe: option '${arg%%=*}' is ambiguous; possibilities: $want\$" "$E" stderr
+	[ "$(tail -n 1 "$E")" = "$try_line" ] || bad "last stderr line: $(tail -n 1 "$E")"
+	[ ! -e "$T/never" ] || bad "an output was created despite the usage error"
+	end
+}
+ambiguous s --s "'--start-at' '--stats' '--size'"
+ambiguous out_with_value --out=x "'--output' '--output-error'"
+ambiguous st --st "'--start-at' '--stats'"
+
+begin no_argument_option_given_one
+pp --app=1 -o "$T/never" </dev/null 2>"$E"
+want_status $? 2
+want_grep "^pagepipe: option '--append' doesn't allow an argument\$" "$E" stderr
+end
+
+begin unknown_long_option_named
+pp --bogus=3 </dev/null 2>"$E"
+want_status $? 2
+want_grep "^pagepipe: unrecognized option '--bogus'\$" "$E" stderr
+end
+
+# An unambiguous prefix and an exact name that is a prefix of another work.
+accept_prefix() {
+	begin "accept_prefix_$1"
+	shift
+	gen_random "$T/small1" 5000
+	rm -f "$T/ok1"
+	pp "$@" "$T/ok1" <"$T/small1" 2>"$E"
+	want_status $? 0
+	want_same "$T/small1" "$T/ok1"
+	want_empty "$E" stderr
+	end
+}
+accept_prefix mem --mem=8M -o
+accept_prefix output_exact --output
 
 # -o itself missing its argument (the usage() helper puts an -o first).
 begin usage_missing_argument_output
@@ -124,6 +170,7 @@ accept rate_0 -L 0
 accept rate_1T -L 1T
 accept output_error_modes --output-error=warn --output-error=exit --output-error=exit-nopipe --output-error=warn-nopipe
 accept progress_never --progress=never
+accept size_1K --size=1K
 accept quiet_long --quiet
 accept input_long_dash --input=-
 

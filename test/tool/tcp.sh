@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # tcp.sh - tcp: endpoints: one pagepipe listens (-i tcp:HOST:PORT) and
 # writes a file, another connects to it (-o tcp:HOST:PORT); the bytes
-# arrive intact.  A connection refused is an error (exit 1).
+# arrive intact.  A connection refused is an error (exit 1); a bad port a
+# usage error (exit 2).  Listening on all addresses takes IPv6 clients too;
+# on port 0, the port chosen is printed.
 . "$(dirname "$0")/lib.sh"
 
 MiB=1048576
@@ -102,6 +104,85 @@ else
 		listener_done
 		want_same "$T/in1" "$T/got"
 	fi
+	end
+fi
+
+begin tcp_listen_all_addresses_ipv6_client
+if ! grep -q '^0*1 ' /proc/net/if_inet6 2>/dev/null; then
+	skip_case "no IPv6 loopback here"
+else
+	rm -f "$T/got"
+	if listen "" -o "$T/got"; then
+		pp -i "$T/in1" -o "tcp:[::1]:$PORT" 2>"$E"
+		want_status $? 0
+		listener_done
+		want_same "$T/in1" "$T/got"
+	fi
+	end
+fi
+
+# Port 0: the kernel picks a port, and pagepipe says which.
+begin tcp_listen_port_0_says_which
+rm -f "$T/got"
+"$PAGEPIPE" -i tcp::0 -o "$T/got" 2>"$T/listener.err" </dev/null &
+LPID=$!
+bg_track $LPID
+t0=$(now_ms)
+until grep -q 'listening on port' "$T/listener.err" || ! running $LPID ||
+	[ $(($(now_ms) - t0)) -ge 10000 ]; do
+	sleep 0.02
+done
+want_grep '^pagepipe: listening on port [1-9][0-9]*$' "$T/listener.err" "listener stderr"
+PORT=$(sed -n 's/^pagepipe: listening on port \([0-9]*\)$/\1/p' "$T/listener.err")
+if [ -n "$PORT" ]; then
+	listening "$PORT" || bad "nothing listens on the port printed, $PORT"
+	pp -i "$T/in1" -o "tcp:127.0.0.1:$PORT" 2>"$E"
+	want_status $? 0
+	listener_done
+	want_same "$T/in1" "$T/got"
+	[ "$(grep -c . "$T/listener.err")" -eq 1 ] || bad "listener said more: $(head -c 200 "$T/listener.err")"
+fi
+end
+
+# Ports out of range or not a number nor a service: usage errors (getaddrinfo
+# took 99999 as 34463), before anything is opened or connected.
+bad_port() {
+	local name=$1 dir=$2 spec=$3
+	begin "tcp_bad_port_$name"
+	rm -f "$T/never"
+	if [ "$dir" = in ]; then
+		pp -i "$spec" -o "$T/never" </dev/null >"$T/out" 2>"$E"
+	else
+		pp -o "$T/never" -o "$spec" </dev/null >"$T/out" 2>"$E"
+	fi
+	want_status $? 2
+	[ "$(head -n 1 "$E" | cut -c1-$((12 + ${#spec})))" = "pagepipe: $spec: " ] ||
+		bad "first stderr line does not name $spec: $(head -n 1 "$E")"
+	[ "$(tail -n 1 "$E")" = "Try 'pagepipe --help' for more information." ] ||
+		bad "last stderr line: $(tail -n 1 "$E")"
+	[ ! -e "$T/never" ] || bad "an output was created despite the usage error"
+	end
+}
+bad_port out_99999 out tcp:127.0.0.1:99999
+bad_port out_65536 out tcp:127.0.0.1:65536
+bad_port out_0 out tcp:127.0.0.1:0
+bad_port out_negative out tcp:127.0.0.1:-1
+bad_port out_unknown_service out tcp:127.0.0.1:no-such-service-pp
+bad_port out_empty out tcp:127.0.0.1:
+bad_port out_no_host out tcp::9000
+bad_port out_ipv6_unclosed out 'tcp:[::1:9000'
+bad_port in_99999 in tcp::99999
+bad_port in_huge in tcp:127.0.0.1:100000000000000000000
+bad_port in_hex in tcp::0x50
+
+begin tcp_service_name_accepted
+if ! getent services discard >/dev/null 2>&1; then
+	skip_case "no 'discard' service in the services database"
+else
+	pp -i "$T/in1" -o tcp:127.0.0.1:discard 2>"$E"
+	rc=$?
+	[ $rc -ne 2 ] || bad "a known service name was a usage error"
+	want_prefixed "$E"
 	end
 fi
 

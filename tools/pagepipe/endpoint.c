@@ -14,9 +14,11 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <signal.h>
 #include <spawn.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +61,23 @@ void pt_msg(const char *fmt, ...)
 	(void)w;
 }
 
+/*
+ * Name an endpoint for messages: the spec as given, cut with "..." when it
+ * does not fit.  Not snprintf("%s"): gcc 12's format-truncation check
+ * (with -fsanitize=undefined at -O2) calls that a possible truncation or a
+ * null argument; the cut is made here on purpose, and len is at least 4.
+ */
+static void set_name(char *name, size_t len, const char *spec)
+{
+	size_t n = strlen(spec);
+	if (n < len) {
+		memcpy(name, spec, n + 1);
+		return;
+	}
+	memcpy(name, spec, len - 4);
+	memcpy(name + len - 4, "...", 4);
+}
+
 /* Split "HOST:PORT" (HOST may be "[v6]" or empty) into host and port. */
 static int split_hostport(const char *s, char *host, size_t hostlen, char *port, size_t portlen)
 {
@@ -85,21 +104,83 @@ static int split_hostport(const char *s, char *host, size_t hostlen, char *port,
 	return 0;
 }
 
-static int tcp_open(const char *spec, bool listening)
+/*
+ * A PORT: decimal 1..65535 (0 too for a listener: the kernel picks one),
+ * or a service name the system knows (/etc/services).  Checked here, since
+ * getaddrinfo(3) takes any number and keeps its low 16 bits: port 99999
+ * became 34463.  Returns the number, or -1.
+ */
+static long tcp_port(const char *port, bool listening)
 {
-	char host[256], port[32];
-	if (split_hostport(spec + 4, host, sizeof host, port, sizeof port) != 0) {
-		pt_msg("%s: expected tcp:HOST:PORT", spec);
-		errno = EINVAL;
+	size_t digits = strspn(port, "0123456789");
+	if (!port[digits]) {
+		long v = 0;
+		for (size_t k = 0; k < digits && v <= 65535; k++)
+			v = v * 10 + (port[k] - '0');
+		return v > 65535 || (v == 0 && !listening) ? -1 : v;
+	}
+	struct servent *se = getservbyname(port, "tcp");
+	return se ? ntohs((uint16_t)se->s_port) : -1;
+}
+
+/* Split and check tcp:HOST:PORT into host and port; 0, or -1 with the
+ * reason in err. */
+static int tcp_spec(const char *spec, bool listening, char *host, size_t hostlen, char *port,
+                    size_t portlen, char *err, size_t errlen)
+{
+	if (split_hostport(spec + 4, host, hostlen, port, portlen) != 0) {
+		snprintf(err, errlen, "%s: expected tcp:HOST:PORT", spec);
 		return -1;
 	}
 	if (!listening && !host[0]) {
-		pt_msg("%s: an output needs a host", spec);
-		errno = EINVAL;
+		snprintf(err, errlen, "%s: an output needs a host", spec);
 		return -1;
 	}
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
-		                  .ai_flags = listening ? AI_PASSIVE : 0 };
+	if (tcp_port(port, listening) < 0) {
+		snprintf(err, errlen, "%s: invalid port '%s' (%s..65535, or a service name)", spec,
+		         port, listening ? "0" : "1");
+		return -1;
+	}
+	return 0;
+}
+
+int pt_check_endpoint(const char *spec, bool listening, char *err, size_t errlen)
+{
+	char host[256], port[32];
+	if (strncmp(spec, "tcp:", 4))
+		return 0;
+	return tcp_spec(spec, listening, host, sizeof host, port, sizeof port, err, errlen);
+}
+
+/* A socket for a, bound and listening: the descriptor, or -1 with errno. */
+static int tcp_bind(const struct addrinfo *a, bool dual_stack)
+{
+	int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+	if (fd < 0)
+		return -1;
+	int one = 1, zero = 0;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (dual_stack)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+	if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 1) == 0)
+		return fd;
+	int err = errno;
+	close(fd);
+	errno = err;
+	return -1;
+}
+
+/*
+ * Listen on HOST:PORT and take the first connection.  With no HOST, "all
+ * addresses" means IPv6 and IPv4 alike: an IPv6 socket that also takes
+ * IPv4 (IPV6_V6ONLY off) is tried first, then IPv4 alone where IPv6 is not
+ * available; getaddrinfo lists 0.0.0.0 first, which left [::1] clients
+ * refused.  With PORT 0 the kernel chooses the port, which is printed,
+ * since nobody could connect without it.
+ */
+static int tcp_listen(const char *spec, const char *host, const char *port)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE };
 	struct addrinfo *res;
 	int rc = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
 	if (rc != 0) {
@@ -107,34 +188,61 @@ static int tcp_open(const char *spec, bool listening)
 		errno = EINVAL;
 		return -1;
 	}
-	int fd = -1, err = 0;
-	for (struct addrinfo *a = res; a; a = a->ai_next) {
-		fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-		if (fd < 0) {
-			err = errno;
-			continue;
-		}
-		if (listening) {
-			int one = 1;
-			setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-			if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 1) == 0) {
-				int c;
-				do
-					c = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
-				while (c < 0 && errno == EINTR);
-				err = errno;
-				close(fd);
-				fd = c;
-				if (fd >= 0)
-					break;
+	int fd = -1, err = EADDRNOTAVAIL;
+	for (int pass = host[0] ? 1 : 0; pass < 2 && fd < 0; pass++)
+		for (struct addrinfo *a = res; a && fd < 0; a = a->ai_next) {
+			if (pass == 0 && a->ai_family != AF_INET6)
 				continue;
-			}
-		} else if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
-			break;
+			fd = tcp_bind(a, pass == 0);
+			if (fd < 0)
+				err = errno;
 		}
-		err = errno;
-		close(fd);
-		fd = -1;
+	freeaddrinfo(res);
+	if (fd < 0) {
+		pt_msg("%s: %s", spec, strerror(err));
+		errno = err;
+		return -1;
+	}
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	if (tcp_port(port, true) == 0 && getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
+		pt_msg("listening on port %u", ntohs(ss.ss_family == AF_INET6
+		                                         ? ((struct sockaddr_in6 *)&ss)->sin6_port
+		                                         : ((struct sockaddr_in *)&ss)->sin_port));
+	int c;
+	do
+		c = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+	while (c < 0 && errno == EINTR);
+	err = errno;
+	close(fd);
+	if (c < 0) {
+		pt_msg("%s: %s", spec, strerror(err));
+		errno = err;
+	}
+	return c;
+}
+
+/* Connect to HOST:PORT, trying each of its addresses in turn. */
+static int tcp_connect(const char *spec, const char *host, const char *port)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
+	struct addrinfo *res;
+	int rc = getaddrinfo(host, port, &hints, &res);
+	if (rc != 0) {
+		pt_msg("%s: %s", spec, gai_strerror(rc));
+		errno = EINVAL;
+		return -1;
+	}
+	int fd = -1, err = EADDRNOTAVAIL;
+	for (struct addrinfo *a = res; a && fd < 0; a = a->ai_next) {
+		fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+		if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+			err = errno;
+			close(fd);
+			fd = -1;
+		} else if (fd < 0) {
+			err = errno;
+		}
 	}
 	freeaddrinfo(res);
 	if (fd < 0) {
@@ -144,18 +252,57 @@ static int tcp_open(const char *spec, bool listening)
 	return fd;
 }
 
+static int tcp_open(const char *spec, bool listening)
+{
+	char host[256], port[32], err[512];
+	if (tcp_spec(spec, listening, host, sizeof host, port, sizeof port, err, sizeof err)) {
+		pt_msg("%s", err);
+		errno = EINVAL;
+		return -1;
+	}
+	return listening ? tcp_listen(spec, host, port) : tcp_connect(spec, host, port);
+}
+
+/* Which of descriptors 0, 1 and 2 were closed when the command started
+ * (pt_hold_std_fds). */
+static bool std_closed[3];
+
+void pt_hold_std_fds(void)
+{
+	static const int mode[3] = { O_RDONLY, O_WRONLY, O_WRONLY };
+	for (int fd = 0; fd < 3; fd++) {
+		if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+			continue;
+		std_closed[fd] = true;
+		/* open(2) gives the lowest free descriptor: fd itself, since
+		 * those below it are open by now.  If /dev/null cannot be
+		 * opened, fd stays closed (and '-' is still refused). */
+		(void)open("/dev/null", mode[fd]);
+	}
+}
+
+/* '-' for a standard descriptor that was closed at start: an error. */
+static int std_closed_error(const char *name)
+{
+	pt_msg("%s: %s", name, strerror(EBADF));
+	errno = EBADF;
+	return -1;
+}
+
 int pt_open_input(const char *spec, char *name, size_t namelen, int64_t *size)
 {
 	int fd;
 	*size = -1;
 	if (!strcmp(spec, "-")) {
-		snprintf(name, namelen, "standard input");
+		set_name(name, namelen, "standard input");
+		if (std_closed[STDIN_FILENO])
+			return std_closed_error(name);
 		fd = STDIN_FILENO;
 	} else if (!strncmp(spec, "tcp:", 4)) {
-		snprintf(name, namelen, "%s", spec);
+		set_name(name, namelen, spec);
 		return tcp_open(spec, true);
 	} else {
-		snprintf(name, namelen, "%s", spec);
+		set_name(name, namelen, spec);
 		fd = open(spec, O_RDONLY | O_CLOEXEC);
 		if (fd < 0) {
 			pt_msg("%s: %s", spec, strerror(errno));
@@ -174,11 +321,13 @@ int pt_open_input(const char *spec, char *name, size_t namelen, int64_t *size)
 int pt_open_output(const char *spec, bool append, char *name, size_t namelen)
 {
 	if (!strcmp(spec, "-")) {
-		snprintf(name, namelen, "standard output");
+		set_name(name, namelen, "standard output");
+		if (std_closed[STDOUT_FILENO])
+			return std_closed_error(name);
 		grow_kernel_pipe(STDOUT_FILENO);
 		return STDOUT_FILENO;
 	}
-	snprintf(name, namelen, "%s", spec);
+	set_name(name, namelen, spec);
 	if (!strncmp(spec, "tcp:", 4))
 		return tcp_open(spec, false);
 	int fd = open(spec, O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0666);

@@ -248,23 +248,42 @@ static int stdout_users(const struct pt_opts *o)
 	return k;
 }
 
+/*
+ * Is output spec the input file?  Writing a file into itself never ends
+ * (each block read comes back to be read again) or destroys it, so such an
+ * output is refused, as cat(1) refuses it ("input file is output file").
+ * A named output is checked before it is opened, since opening it would
+ * truncate the input.  Standard output was opened by the shell: as cat
+ * does, it is refused when it is the input's regular file and input is left
+ * to read (`pagepipe < f >> f`); a file emptied by `> f`, or read to its
+ * end already, is no loop.
+ */
+static bool output_is_input(const struct pt_engine *e, const struct stat *in_st, const char *spec)
+{
+	struct stat st;
+	if (!strncmp(spec, "tcp:", 4))
+		return false;
+	if (!strcmp(spec, "-"))
+		return fstat(STDOUT_FILENO, &st) == 0 && S_ISREG(st.st_mode) &&
+		       st.st_dev == in_st->st_dev && st.st_ino == in_st->st_ino && e->in_size > 0;
+	return stat(spec, &st) == 0 && st.st_dev == in_st->st_dev && st.st_ino == in_st->st_ino;
+}
+
 /* Open the outputs into e->outs (e->n of them).  0, or -1 when none could
  * be opened or a failure ends the run (--output-error=exit*). */
 static int open_outputs(struct pt_engine *e)
 {
 	const struct pt_opts *o = e->o;
-	/* Opening an output truncates it: refuse the input file itself first. */
 	struct stat in_st;
 	bool in_reg = fstat(e->in_fd, &in_st) == 0 && S_ISREG(in_st.st_mode);
 	for (int i = 0; i < o->noutputs; i++) {
 		struct pt_output *out = &e->outs[e->n];
-		struct stat st;
 		const char *spec = o->outputs[i].name;
 		if (o->outputs[i].command) {
 			out->fd = pt_open_command(spec, out->name, sizeof out->name, &out->pid);
-		} else if (in_reg && strcmp(spec, "-") && strncmp(spec, "tcp:", 4) && stat(spec, &st) == 0 &&
-		    st.st_dev == in_st.st_dev && st.st_ino == in_st.st_ino) {
-			pt_msg("%s: input file is output file", spec);
+		} else if (in_reg && output_is_input(e, &in_st, spec)) {
+			pt_msg("%s: input file is output file",
+			       strcmp(spec, "-") ? spec : "standard output");
 			out->fd = -1;
 		} else {
 			out->fd = pt_open_output(spec, o->append, out->name, sizeof out->name);

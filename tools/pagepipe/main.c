@@ -73,8 +73,29 @@ static void *signal_main(void *arg)
 struct progress {
 	double t0, last_t;
 	uint64_t last_out;
-	double rate; /* smoothed bytes per second of the slowest live output */
+	double rate;  /* smoothed bytes per second of the slowest live output */
+	int64_t total; /* the input's size (--size, or a regular file's), or -1 */
+	int last_len; /* characters of the line drawn last */
 };
+
+/* " (42%)" when the input's size is known. */
+static int draw_share(char *line, size_t size, const struct progress *p, uint64_t out)
+{
+	if (p->total <= 0)
+		return 0;
+	double share = (double)out * 100 / (double)p->total;
+	return snprintf(line, size, " (%.0f%%)", share > 100 ? 100 : share);
+}
+
+/* "  ETA 0:01:05" while the input's size is known and data moves. */
+static int draw_eta(char *line, size_t size, const struct progress *p, uint64_t out, bool final)
+{
+	if (p->total <= 0 || final || p->rate <= 0)
+		return 0;
+	double left = ((double)p->total - (double)out) / p->rate;
+	long s = left > 0 ? (long)left : 0;
+	return snprintf(line, size, "  ETA %ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+}
 
 static uint64_t slowest_out(const struct pt_engine *e, uint64_t *fastest)
 {
@@ -106,9 +127,11 @@ static void draw_progress(struct pt_engine *e, struct progress *p, bool final)
 	p->last_t = t;
 	p->last_out = out;
 	uint64_t buffered = pt_engine_buffered(e);
-	int len = snprintf(line, sizeof line, "\rin %s  out %s  %s/s  buf %3d%%", human(a, 32, (double)in),
-	                   human(b, 32, (double)out), human(c, 32, p->rate),
-	                   (int)(buffered * 100 / e->limit));
+	int len = snprintf(line, sizeof line, "\rin %s  out %s", human(a, 32, (double)in),
+	                   human(b, 32, (double)out));
+	len += draw_share(line + len, sizeof line - (size_t)len, p, out);
+	len += snprintf(line + len, sizeof line - (size_t)len, "  %s/s  buf %3d%%",
+	                human(c, 32, p->rate), (int)(buffered * 100 / e->limit));
 	if (e->n > 1)
 		for (int i = 0; i < e->n && len < 1800; i++) {
 			uint64_t w = atomic_load(&e->outs[i].written);
@@ -119,15 +142,13 @@ static void draw_progress(struct pt_engine *e, struct progress *p, bool final)
 				len += snprintf(line + len, sizeof line - (size_t)len, "  o%d -%s", i + 1,
 				                human(a, 32, (double)(fastest - w)));
 		}
-	if (e->in_size >= 0 && !final && p->rate > 0) {
-		double left = ((double)e->in_size - (double)out) / p->rate;
-		if (left < 0)
-			left = 0;
-		long s = (long)left;
-		len += snprintf(line + len, sizeof line - (size_t)len, "  ETA %ld:%02ld:%02ld", s / 3600,
-		                s / 60 % 60, s % 60);
-	}
-	len += snprintf(line + len, sizeof line - (size_t)len, "   ");
+	len += draw_eta(line + len, sizeof line - (size_t)len, p, out, final);
+	/* Blank what is left of a longer line drawn before (a lag that shrank
+	 * from "-12.5MiB" to "-0B"), or its last characters stay on screen. */
+	int drawn = len;
+	while (len < p->last_len && len < (int)sizeof line - 1)
+		line[len++] = ' ';
+	p->last_len = drawn;
 	ssize_t w = write(STDERR_FILENO, line, (size_t)len);
 	(void)w;
 	atomic_store(&line_drawn, true);
@@ -159,24 +180,59 @@ static void print_stats(struct pt_engine *e, double secs)
 	}
 }
 
+/*
+ * --help and --version: standard output must take the text, or the
+ * command says why and fails, as coreutils does ("write error: No space
+ * left on device" for `pagepipe --help >/dev/full`).
+ */
+static int flush_stdout(void)
+{
+	errno = 0;
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return 0;
+	pt_msg("write error: %s", strerror(errno ? errno : EIO));
+	return 1;
+}
+
+static int usage_error(const char *err)
+{
+	pt_msg("%s", err);
+	fputs("Try 'pagepipe --help' for more information.\n", stderr);
+	return 2;
+}
+
+/* A misspelt endpoint (a tcp: port out of range) is a usage error, found
+ * before anything is opened. */
+static int check_endpoints(char *err, size_t errlen)
+{
+	if (pt_check_endpoint(opts.input, true, err, errlen) != 0)
+		return -1;
+	for (int i = 0; i < opts.noutputs; i++)
+		if (!opts.outputs[i].command &&
+		    pt_check_endpoint(opts.outputs[i].name, false, err, errlen) != 0)
+			return -1;
+	return 0;
+}
+
 int main(int argc, char *argv[])
 {
 	char err[512];
 	switch (pt_parse_args(argc, argv, &opts, err, sizeof err)) {
 	case PT_HELP:
 		fputs(pt_usage, stdout);
-		return fflush(stdout) == 0 ? 0 : 1;
+		return flush_stdout();
 	case PT_VERSION:
 		printf("pagepipe %s\n", pp_version());
-		return fflush(stdout) == 0 ? 0 : 1;
+		return flush_stdout();
 	case PT_USAGE_ERROR:
-		pt_msg("%s", err);
-		fputs("Try 'pagepipe --help' for more information.\n", stderr);
-		return 2;
+		return usage_error(err);
 	case PT_RUN:
 		break;
 	}
+	if (check_endpoints(err, sizeof err) != 0)
+		return usage_error(err);
 
+	pt_hold_std_fds();
 	/* EPIPE is handled per output; SIGINT/SIGTERM by signal_main alone. */
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&stop_signals);
@@ -187,8 +243,9 @@ int main(int argc, char *argv[])
 	pthread_attr_t detached;
 	pthread_attr_init(&detached);
 	pthread_attr_setdetachstate(&detached, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&sig_thread, &detached, signal_main, NULL) != 0) {
-		pt_msg("cannot start a thread");
+	int rc = pthread_create(&sig_thread, &detached, signal_main, NULL);
+	if (rc != 0) {
+		pt_msg("cannot start a thread: %s", strerror(rc));
 		return 1;
 	}
 
@@ -199,9 +256,16 @@ int main(int argc, char *argv[])
 		pt_msg("cannot start a thread: %s", strerror(errno));
 		return 1;
 	}
+	/*
+	 * The line is drawn by default when stderr is a terminal, as pv and
+	 * mbuffer do.  In that auto mode it first appears at the first tick
+	 * (half a second in), so a run over sooner leaves the terminal as it
+	 * was: nothing mixed into a short output shown on the same terminal.
+	 */
 	bool show = opts.progress == PT_PROGRESS_ALWAYS ||
 	            (opts.progress == PT_PROGRESS_AUTO && isatty(STDERR_FILENO));
-	struct progress prog = { .t0 = t0, .last_t = t0 };
+	struct progress prog = { .t0 = t0, .last_t = t0,
+		                 .total = opts.size ? (int64_t)opts.size : engine.in_size };
 	int idle_ticks = 0;
 	while (!pt_engine_wait(&engine, 500)) {
 		if (show)
@@ -222,7 +286,7 @@ int main(int argc, char *argv[])
 		_exit(1); /* output threads may be blocked in write(2) */
 	}
 	pt_engine_join(&engine);
-	if (show)
+	if (show && (opts.progress == PT_PROGRESS_ALWAYS || atomic_load(&line_drawn)))
 		draw_progress(&engine, &prog, true);
 	end_line();
 	bool ok = !atomic_load(&engine.had_error);

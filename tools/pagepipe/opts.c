@@ -30,7 +30,10 @@ const char pt_usage[] =
 	"  -P, --start-at=PCT       outputs start once the buffer is PCT% full (default 0)\n"
 	"  -p, --resume-at=PCT      once full, resume reading below PCT% (default 100)\n"
 	"  -L, --rate=RATE          limit each -o/-x named after this to RATE bytes/s (0: none)\n"
-	"      --progress[=WHEN]    status line on stderr: auto (on a terminal), always, never\n"
+	"      --progress[=WHEN]    status line on stderr: auto (the default: on a\n"
+	"                           terminal), always, never\n"
+	"      --size=SIZE          the input's size, for the progress line's percentage\n"
+	"                           and time left (known for a regular file)\n"
 	"  -q, --quiet              no progress line, statistics or warnings\n"
 	"      --stats              print a summary at the end\n"
 	"      --output-error[=MODE]  on an output error: warn-nopipe (default), warn,\n"
@@ -109,6 +112,7 @@ static const struct option longopts[] = {
 	{ "stats", no_argument, NULL, 2 },
 	{ "output-error", optional_argument, NULL, 3 },
 	{ "no-splice", no_argument, NULL, 4 },
+	{ "size", required_argument, NULL, 5 },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -136,6 +140,43 @@ static int size_arg(const char *what, const char *arg, uint64_t lo, uint64_t hi,
 	return 0;
 }
 
+/*
+ * The message for a long option getopt_long refused ("--NAME" or
+ * "--NAME=VALUE").  With opterr 0 it does not say why, so the word is
+ * looked at again and the reason given in getopt's words: a prefix of
+ * several options is ambiguous (and they are listed), an option that takes
+ * no argument was given one, or no option has that name.
+ */
+static void long_option_error(const char *arg, char *err, size_t errlen)
+{
+	const char *name = arg + 2;
+	size_t len = strcspn(name, "=");
+	const struct option *match = NULL;
+	char list[512] = "";
+	size_t at = 0;
+	int n = 0;
+	for (const struct option *lo = longopts; lo->name; lo++) {
+		if (strncmp(lo->name, name, len))
+			continue;
+		if (strlen(lo->name) == len) { /* an exact name is never ambiguous */
+			match = lo;
+			n = 1;
+			break;
+		}
+		match = lo;
+		n++;
+		if (at < sizeof list)
+			at += (size_t)snprintf(list + at, sizeof list - at, " '--%s'", lo->name);
+	}
+	if (n > 1)
+		snprintf(err, errlen, "option '--%.*s' is ambiguous; possibilities:%s", (int)len, name,
+		         list);
+	else if (n == 1 && name[len] == '=' && match->has_arg == no_argument)
+		snprintf(err, errlen, "option '--%s' doesn't allow an argument", match->name);
+	else
+		snprintf(err, errlen, "unrecognized option '--%.*s'", (int)len, name);
+}
+
 enum pt_action pt_parse_args(int argc, char *argv[], struct pt_opts *o, char *err, size_t errlen)
 {
 	*o = (struct pt_opts){
@@ -144,7 +185,7 @@ enum pt_action pt_parse_args(int argc, char *argv[], struct pt_opts *o, char *er
 		.block = PT_BLOCK_DEFAULT,
 		.start_pct = 0,
 		.resume_pct = 100,
-		.progress = PT_PROGRESS_NEVER,
+		.progress = PT_PROGRESS_AUTO,
 		.output_error = PT_OE_WARN_NOPIPE,
 	};
 	if (errlen)
@@ -230,28 +271,24 @@ enum pt_action pt_parse_args(int argc, char *argv[], struct pt_opts *o, char *er
 		case 4:
 			o->no_splice = true;
 			break;
+		case 5:
+			if (size_arg("input size", optarg, 1, UINT64_MAX, &o->size, err, errlen))
+				return PT_USAGE_ERROR;
+			break;
 		case 'h':
 			return PT_HELP;
 		case 'V':
 			return PT_VERSION;
 		case ':':
 			FAIL("option '%s' requires an argument", argv[optind - 1]);
-		default: {
-			/* A long option: unknown, or given an argument it takes none of
-			 * (getopt's optopt is then the option's code, not a letter). */
-			const char *arg = argv[optind - 1];
-			if (!strncmp(arg, "--", 2)) {
-				size_t len = strcspn(arg + 2, "=");
-				for (const struct option *lo = longopts; lo->name; lo++)
-					if (arg[2 + len] == '=' && lo->has_arg == no_argument &&
-					    strlen(lo->name) >= len && !strncmp(lo->name, arg + 2, len))
-						FAIL("option '--%s' doesn't allow an argument", lo->name);
-				FAIL("unrecognized option '%.*s'", (int)(len + 2), arg);
+		default:
+			if (!strncmp(argv[optind - 1], "--", 2)) {
+				long_option_error(argv[optind - 1], err, errlen);
+				return PT_USAGE_ERROR;
 			}
 			if (optopt > ' ' && optopt < 127)
 				FAIL("invalid option -- '%c'", optopt);
-			FAIL("unrecognized option '%s'", arg);
-		}
+			FAIL("unrecognized option '%s'", argv[optind - 1]);
 		}
 	}
 	if (optind < argc)

@@ -49,7 +49,8 @@ struct pt_opts {
 	uint64_t block;                    /* -s, bytes */
 	int start_pct;                     /* -P, 0..100 */
 	int resume_pct;                    /* -p, 0..100 */
-	enum pt_progress progress;
+	enum pt_progress progress;         /* auto unless --progress=WHEN or -q */
+	uint64_t size;                     /* --size: the input's bytes, 0 when not given */
 	bool quiet;
 	bool stats;
 	bool no_splice;                    /* --no-splice: never the kernel-splice path */
