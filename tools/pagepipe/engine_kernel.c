@@ -392,13 +392,20 @@ void *pt_kernel_output_main(void *out_arg)
 		size_t len = e->o->block;
 		if (filled != OPEN_PIPE && filled - done < len)
 			len = (size_t)(filled - done);
+		uint64_t may = pt_share_turn(e, out); /* outputs sharing a position take turns */
+		if (!may)
+			continue;
+		if (may < len)
+			len = (size_t)may;
 		ssize_t n = splice(rfd, NULL, out->fd, NULL, len,
 		                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 		if (n > 0) {
 			done += (uint64_t)n;
 			atomic_fetch_add(&out->written, (uint64_t)n);
-			continue;
 		}
+		pt_share_wrote(e, out); /* moved or not: a turn is not held while waiting */
+		if (n > 0)
+			continue;
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n == 0 || errno == EAGAIN) {
