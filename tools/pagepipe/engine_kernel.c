@@ -246,11 +246,19 @@ void *pt_splice_input_main(void *engine)
 
 	while (!atomic_load(&e->fatal) && pt_out_running(&e->outs[0])) {
 		bool was_empty = in_w == 0;
+		uint64_t before = in_w;
 		enum in_step st = input_splice(kp, chain_wfd(k, w), &in_w, waited);
 		if (st == IN_MOVED) {
 			waited = false;
 			if (was_empty)
 				efd_signal(k->data_efd); /* the output may wait on this pipe */
+			/* Fewer bytes than asked: the input is most likely empty
+			 * now, and a splice would only say EAGAIN; wait instead
+			 * (poll(2) returns at once if more came). */
+			if (in_w - before < e->o->block && in_w < (uint64_t)kp->cap) {
+				pt_wait_fd(e->in_fd, POLLIN, -1);
+				waited = true;
+			}
 			continue;
 		}
 		if (st == IN_END)
@@ -422,8 +430,15 @@ void *pt_kernel_output_main(void *out_arg)
 			waited = false;
 		}
 		pt_share_wrote(e, out); /* moved or not: a turn is not held while waiting */
-		if (n > 0)
+		if (n > 0) {
+			/* Fewer than asked from a pipe still being filled: it is
+			 * most likely empty; wait rather than splice for EAGAIN. */
+			if ((size_t)n < len && filled == OPEN_PIPE) {
+				pt_wait_fd(rfd, POLLIN, k->data_efd);
+				waited = true;
+			}
 			continue;
+		}
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n == 0 || errno == EAGAIN) {
