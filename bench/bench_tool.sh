@@ -3,7 +3,7 @@
 # and fan-out tools, in one run (issue 4).  bench/run.sh runs it after the
 # C benchmarks; it can also be run on its own from the top of the tree.
 #
-# Usage: bench/bench_tool.sh [-q] [-r ROUNDS] [-c one|two|slow]
+# Usage: bench/bench_tool.sh [-q] [-r ROUNDS] [-c one|two|slow|real]
 #   -q         quick smoke run: 1/16 of the data (256 MiB instead of 4 GiB)
 #   -r ROUNDS  rounds, each running every variant once; medians (default 3)
 #   -c CASE    only that case
@@ -33,11 +33,10 @@
 #                the same rounds: pagepipe -o FIFO -o /dev/null (the kernel
 #                tee path: every descriptor splices) and the same with
 #                --no-splice (the buffer path, which -L forces).
-#                Target: with -L, the fast output's EOF comes at most 1.5
-#                times as late as in the buffer-path reference, i.e. the
-#                same command on the same path without the slow sibling (a
-#                generous margin: the runs are short and the machine is
-#                shared); the ratio to the kernel-path reference is printed
+#                Target (issue 14): with -L, the fast output's EOF comes at
+#                most 1.25 times as late as in the buffer-path reference,
+#                i.e. the same command on the same path without the slow
+#                sibling; the ratio to the kernel-path reference is printed
 #                too.  The pv-read pagepipe variant runs on the tee path;
 #                tee is tied to the slow reader and shows what "affected"
 #                looks like.
@@ -46,6 +45,32 @@
 #                mbuffer: a slow output can only fall behind by as much as
 #                the buffer holds, so a case larger than the memory would
 #                hold every tool to 50 MiB/s once the buffer is full.
+#
+#   real         (issue 14) real producers with their natural write sizes
+#                into the tool, and real consumers after it:
+#                producers  head -c (8 KiB writes), dd bs=4k, dd (512 B
+#                           writes; 1/8 of the data: it is slow for every
+#                           tool), cat of a file on /dev/shm (128 KiB), tar c
+#                           of a tree of 4 MiB files on /dev/shm;
+#                one output, consumers `| cat >/dev/null', `| wc -c' and
+#                  `> /dev/shm file': pagepipe -q against cat in the same
+#                  place.  Target, every producer and consumer: throughput
+#                  >= 0.95x cat's, and CPU time (user+sys of the middle
+#                  command, bash's `time' on it alone) <= cat's.
+#                two outputs, `-o /dev/null -o - | cat >/dev/null': against
+#                  tee /dev/null and mbuffer -o /dev/null -o -.  Target:
+#                  >= tee and >= 1.5x mbuffer.
+#                two files on tmpfs, -o A -o B on /dev/shm: against
+#                  tee A >B and mbuffer -o A -o B.  Target: >= tee and
+#                  >= mbuffer.
+#                Each line prints the ratios and MET or MISSED; nothing
+#                is shaped to pass: a missed target is printed as missed,
+#                with what was measured.  The data is 128 MiB per run
+#                (scaled; -q: 8 MiB), the runs alternate the tools and
+#                the median of the rounds is used.
+#                The slow-output target (issue 14: the fast output within
+#                1.25x of its time without the slow sibling) is the slow
+#                case's.
 #
 # What is fair, and why the cases look like this:
 #   - The source, gen, writes a repeating pseudo-random 1 MiB block in 1 MiB
@@ -93,7 +118,7 @@ PP=${PAGEPIPE:-$build/pagepipe}
 G=${PP_BENCH_GEN:-$build/bench-tools/gen}
 
 usage() {
-	echo "usage: $0 [-q] [-r ROUNDS] [-c one|two|slow]" >&2
+	echo "usage: $0 [-q] [-r ROUNDS] [-c one|two|slow|real]" >&2
 	exit 2
 }
 
@@ -105,7 +130,7 @@ while getopts qr:c:h opt; do
 	   case $rounds in ''|*[!0-9]*) usage ;; esac
 	   if [ "$rounds" -lt 1 ] || [ "$rounds" -gt 15 ]; then usage; fi ;;
 	c) only=$OPTARG
-	   case $only in one|two|slow) ;; *) usage ;; esac ;;
+	   case $only in one|two|slow|real) ;; *) usage ;; esac ;;
 	*) usage ;;
 	esac
 done
@@ -416,13 +441,123 @@ if [ -z "$only" ] || [ "$only" = slow ]; then
 	done
 	if [ -n "$bref" ] && [ -n "$lw" ]; then
 		x=$(ratio "$lw" "$bref")
-		verdict 'x <= 1.5' "$x"
+		verdict 'x <= 1.25' "$x"
 		echo "  (-L takes the buffer path: its reference is the buffer path without the slow sibling;"
 		echo "  against the kernel-path reference it is $([ -n "$ref" ] && ratio "$lw" "$ref" || echo -)x)"
-		echo "  target: fast output's EOF unaffected by a -L ${RATE_MIB}M sibling (<= 1.5x the same path without it): ${x}x  $v"
+		echo "  target: fast output's EOF unaffected by a -L ${RATE_MIB}M sibling (<= 1.25x the same path without it): ${x}x  $v"
 	else
 		echo "  target: fast output unaffected by the slow one: not measured"
 	fi
+fi
+
+
+if [ -z "$only" ] || [ "$only" = real ]; then
+	R_MIB=$(mib 128 8 4096)
+	R=$((R_MIB * 1048576))
+	shm=/dev/shm
+	[ -d "$shm" ] && [ -w "$shm" ] || shm=$tmp
+	rdir=$(mktemp -d "$shm/ppbench.XXXXXX") || exit 2
+	trap 'rm -rf "$tmp" "$rdir"' EXIT
+	head -c $R /dev/zero >"$rdir/file"
+	mkdir "$rdir/tree"
+	for ((k = 0; k < R_MIB / 4; k++)); do head -c 4194304 /dev/zero >"$rdir/tree/f$k"; done
+	[ "$R_MIB" -lt 4 ] && head -c $R /dev/zero >"$rdir/tree/f0"
+	lim=$(limit_for "$R_MIB")
+	echo
+	echo "real producers and consumers: $R_MIB MiB a run (dd's 512 B writes: $((R_MIB / 8)) MiB), on $shm"
+	# Producers: name and command (writing its natural sizes).
+	prod_names=("head -c" "dd bs=4k" "dd (512 B)" "cat file" "tar c tree")
+	prod_cmds=('head -c $R /dev/zero'
+		'dd if=/dev/zero bs=4k count=$((R / 4096)) 2>/dev/null'
+		'dd if=/dev/zero count=$((R / 8 / 512)) 2>/dev/null'
+		'cat "$rdir/file"'
+		'tar cf - -C "$rdir" tree')
+	# rtime PRODUCER MIDDLE CONSUMER: one run; sets rt (seconds) and rc
+	# (the middle command's user+sys seconds); fails when a status is not 0.
+	rtime() {
+		local t1
+		t0=$(now)
+		eval "$1"' | { TIMEFORMAT="%U %S"; time timeout -k 5 $lim '"$2"' ; } 2>"$tmp/cpu" '"$3"'; st="${PIPESTATUS[*]}"'
+		t1=$(now)
+		rt=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }')
+		rc=$(tail -1 "$tmp/cpu" | awk '{ printf "%.6f", $1 + $2 }')
+		ok "$st"
+	}
+	# rcase LABEL PRODUCER CONSUMER NAME:MIDDLE...: rounds of every middle,
+	# rotated; medians of time and CPU into rmed[NAME], rcpu[NAME].
+	declare -A rmed rcpu
+	rcase() {
+		local label=$1 prod=$2 cons=$3 r k i n
+		shift 3
+		local -a names=() mids=() ts=() cs=()
+		for x in "$@"; do names+=("${x%%:*}"); mids+=("${x#*:}"); ts+=(""); cs+=(""); done
+		n=${#names[@]}
+		for ((r = 0; r < rounds; r++)); do
+			for ((k = 0; k < n; k++)); do
+				i=$(((r + k) % n))
+				if rtime "$prod" "${mids[i]}" "$cons"; then
+					ts[i]="${ts[i]} $rt" cs[i]="${cs[i]} $rc"
+				else
+					note_failure "$label: ${names[i]}" "$([ "${names[i]}" = pp ] && echo 1 || echo 0)" "$st"
+				fi
+			done
+		done
+		for ((i = 0; i < n; i++)); do
+			rmed[${names[i]}]=$(echo "${ts[i]}" | median)
+			rcpu[${names[i]}]=$(echo "${cs[i]}" | median)
+		done
+	}
+	# judge TEXT EXPR X: prints one target line (x = X).
+	judge() {
+		if [ -z "$3" ] || [ "$3" = - ]; then echo "    $1: not measured"; return; fi
+		verdict "$2" "$3"
+		echo "    $1: ${3}x  $v"
+	}
+	cons_names=("| cat >/dev/null" "| wc -c" "> tmpfs file")
+	cons_cmds=('| cat >/dev/null' '| wc -c >/dev/null' '>"$rdir/out"')
+	for pi in "${!prod_names[@]}"; do
+		pn=${prod_names[pi]} pc=${prod_cmds[pi]}
+		bytes=$R
+		[ $pi = 2 ] && bytes=$((R / 8))
+		echo "  producer: ${pn}"
+		if [ "$have_pp" = 1 ]; then
+			for ci in "${!cons_names[@]}"; do
+				rmed=() rcpu=()
+				rcase "$pn ${cons_names[ci]}" "$pc" "${cons_cmds[ci]}" \
+					'pp:"$PP" -q -m 64M' 'cat:cat'
+				printf '    one output %-18s pagepipe %7s MB/s %6ss cpu, cat %7s MB/s %6ss cpu\n' \
+					"${cons_names[ci]}" "$(rate $bytes "${rmed[pp]}")" "${rcpu[pp]}" \
+					"$(rate $bytes "${rmed[cat]}")" "${rcpu[cat]}"
+				judge "one output ${cons_names[ci]}: throughput vs cat (>= 0.95)" 'x >= 0.95' \
+					"$(ratio "${rmed[cat]}" "${rmed[pp]}")"
+				judge "one output ${cons_names[ci]}: cpu, cat's / pagepipe's (>= 1)" 'x >= 1' \
+					"$(ratio "${rcpu[cat]}" "${rcpu[pp]}")"
+			done
+		fi
+		rmed=() rcpu=()
+		set -- 'pp:"$PP" -q -m 64M -o /dev/null -o -' 'tee:tee /dev/null'
+		have mbuffer && set -- "$@" 'mbuffer:mbuffer -q -v 1 -m 64M -o /dev/null -o -'
+		[ "$have_pp" = 1 ] || shift
+		rcase "$pn two outputs" "$pc" '| cat >/dev/null' "$@"
+		printf '    two outputs (/dev/null and a pipe): pagepipe %s, tee %s, mbuffer %s MB/s\n' \
+			"$(rate $bytes "${rmed[pp]:-}")" "$(rate $bytes "${rmed[tee]:-}")" "$(rate $bytes "${rmed[mbuffer]:-}")"
+		if [ "$have_pp" = 1 ]; then
+			judge "two outputs: vs tee (>= 1)" 'x >= 1' "$(ratio "${rmed[tee]:-}" "${rmed[pp]:-}")"
+			judge "two outputs: vs mbuffer (>= 1.5)" 'x >= 1.5' "$(ratio "${rmed[mbuffer]:-}" "${rmed[pp]:-}")"
+		fi
+		rmed=() rcpu=()
+		set -- 'pp:"$PP" -q -m 64M -o "$rdir/a" -o "$rdir/b"' 'tee:tee "$rdir/a"'
+		have mbuffer && set -- "$@" 'mbuffer:mbuffer -q -v 1 -f -m 64M -o "$rdir/a" -o "$rdir/b"'
+		[ "$have_pp" = 1 ] || shift
+		rcase "$pn two files" "$pc" '>"$rdir/b"' "$@"
+		printf '    two files on tmpfs: pagepipe %s, tee %s, mbuffer %s MB/s\n' \
+			"$(rate $bytes "${rmed[pp]:-}")" "$(rate $bytes "${rmed[tee]:-}")" "$(rate $bytes "${rmed[mbuffer]:-}")"
+		if [ "$have_pp" = 1 ]; then
+			judge "two files: vs tee (>= 1)" 'x >= 1' "$(ratio "${rmed[tee]:-}" "${rmed[pp]:-}")"
+			judge "two files: vs mbuffer (>= 1)" 'x >= 1' "$(ratio "${rmed[mbuffer]:-}" "${rmed[pp]:-}")"
+		fi
+	done
+	rm -rf "$rdir"
 fi
 
 echo

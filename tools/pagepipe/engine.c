@@ -24,12 +24,15 @@
  * paths reach them through engine_path.h.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/kcmp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -155,6 +158,8 @@ static int command_ended(struct pt_engine *e, struct pt_output *out, int state)
  * file when this output is done, not when the slowest sibling is.  A close
  * that fails (a delayed write error on NFS, a quota) is an output error.
  */
+static void share_left(struct pt_engine *e, struct pt_output *out);
+
 static void output_finished(struct pt_engine *e, struct pt_output *out, int state)
 {
 	if (out->own_fd && close(out->fd) != 0 && errno != EINTR && state == PT_OUT_DONE) {
@@ -164,6 +169,7 @@ static void output_finished(struct pt_engine *e, struct pt_output *out, int stat
 	if (out->pid > 0)
 		state = command_ended(e, out, state);
 	atomic_store(&out->state, state);
+	share_left(e, out);
 }
 
 void pt_output_done(struct pt_engine *e, struct pt_output *out)
@@ -235,6 +241,165 @@ void pt_input_stopped(struct pt_engine *e)
 {
 	int reading = PT_INPUT_READING;
 	atomic_compare_exchange_strong(&e->input_state, &reading, PT_INPUT_ENDED);
+}
+
+/* ---- shared positions ---------------------------------------------- */
+
+/*
+ * Outputs that write at one position: `-o - -o -`, `-o - -o /dev/stdout`
+ * when standard output is a pipe, `-a -o f -o f`.  Two threads writing
+ * through one open file description race for its offset: splice(2) reads
+ * the offset, writes, and stores it back without the lock write(2) takes,
+ * so one thread's block overwrites the other's and the file comes out
+ * short (issue 14, defect 2); writes to one pipe larger than PIPE_BUF can
+ * interleave inside a write; appends from two descriptions interleave in
+ * an order nobody chose.  So such outputs take turns, and the result is
+ * defined: the descriptor receives the input in segments, each segment
+ * once per output sharing it, one after another in the order of the -o
+ * options or otherwise, before the next segment (what `tee /dev/stdout`
+ * gives; which of them writes a segment first is invisible, the bytes are
+ * the same).  A segment is what one output caught up with the others
+ * writes in one call (at most one block, -s); every other output sharing
+ * the position then writes exactly those bytes, one output at a time, and
+ * only when all have, may a new segment start.  An output that finishes or
+ * fails leaves the share.  An output waiting for a turn has nothing to
+ * write that the one writing needs (the data is the same for all), so no
+ * output waits on another in a cycle.
+ *
+ * Shared when: the same descriptor; or kcmp(2) says the two descriptors
+ * are one open file description; or, without kcmp, the same file (st_dev
+ * and st_ino); and, whatever kcmp says, the same pipe or socket (separate
+ * descriptions, one stream) or the same regular file opened for appending
+ * by both (one end of file).  Not shared: a regular file opened twice
+ * without -a (`-o f -o f`): each description has its own offset and
+ * writes the whole input from the start, so the file holds the input once,
+ * as with `tee f f`; nor two opens of a device (`-o /dev/null -o /dev/null`).
+ *
+ * Lock rule: a share's mutex guards busy and seg_end; members and n are set
+ * before the threads start and read-only after.  Only the output named by
+ * busy writes to the shared descriptor; it takes busy in pt_share_turn
+ * and gives it back in pt_share_wrote (or on leaving) once it has written
+ * up to seg_end, and broadcasts.  The waits time out every 100 ms to see a
+ * fatal error.
+ */
+struct pt_share {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int members[PT_MAX_OUTPUTS]; /* indices in e->outs, in -o order */
+	int n;
+	int busy;                    /* the member writing now, or -1 (under mu) */
+	uint64_t seg_end;            /* the segment's end, as an offset in the input (under mu) */
+};
+
+static struct pt_share shares[PT_MAX_OUTPUTS / 2];
+
+/* Do descriptors a and b write at one position (see above)? */
+static bool same_position(int a, int b)
+{
+	struct stat sa, sb;
+	if (a == b)
+		return true;
+	if (fstat(a, &sa) != 0 || fstat(b, &sb) != 0 || sa.st_dev != sb.st_dev ||
+	    sa.st_ino != sb.st_ino)
+		return false;
+	if (S_ISFIFO(sa.st_mode) || S_ISSOCK(sa.st_mode))
+		return true;
+	if (S_ISREG(sa.st_mode) && (fcntl(a, F_GETFL) & O_APPEND) && (fcntl(b, F_GETFL) & O_APPEND))
+		return true;
+	pid_t me = getpid();
+	long k = syscall(SYS_kcmp, me, me, KCMP_FILE, a, b);
+	if (k >= 0)
+		return k == 0;
+	return !S_ISCHR(sa.st_mode); /* no kcmp: the same file, assume the worst */
+}
+
+/* Group the outputs that write at one position (before the threads start). */
+static void find_shares(struct pt_engine *e)
+{
+	int nshares = 0;
+	for (int j = 1; j < e->n; j++) {
+		struct pt_output *out = &e->outs[j];
+		for (int i = 0; i < j && !out->share; i++) {
+			if (!same_position(e->outs[i].fd, out->fd))
+				continue;
+			struct pt_share *s = e->outs[i].share;
+			if (!s) {
+				s = &shares[nshares++]; /* at most n/2 shares of two or more */
+				pthread_mutex_init(&s->mu, NULL);
+				pthread_cond_init(&s->cv, NULL);
+				s->busy = -1;
+				s->members[s->n++] = i;
+				e->outs[i].share = s;
+			}
+			s->members[s->n++] = j;
+			out->share = s;
+		}
+	}
+}
+
+/* Every running member has written the segment (under s->mu). */
+static bool share_caught_up(struct pt_engine *e, struct pt_share *s)
+{
+	for (int k = 0; k < s->n; k++) {
+		struct pt_output *o = &e->outs[s->members[k]];
+		if (pt_out_running(o) && atomic_load(&o->written) < s->seg_end)
+			return false;
+	}
+	return true;
+}
+
+uint64_t pt_share_turn(struct pt_engine *e, struct pt_output *out)
+{
+	struct pt_share *s = out->share;
+	if (!s)
+		return UINT64_MAX;
+	int me = (int)(out - e->outs);
+	uint64_t may = 0;
+	pthread_mutex_lock(&s->mu);
+	for (;;) {
+		if (atomic_load(&e->fatal))
+			break;
+		uint64_t w = atomic_load(&out->written);
+		if (s->busy == me || (s->busy < 0 && (w < s->seg_end || share_caught_up(e, s)))) {
+			s->busy = me;
+			may = w < s->seg_end ? s->seg_end - w : UINT64_MAX;
+			break;
+		}
+		struct timespec ts = pt_deadline(100);
+		pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+	}
+	pthread_mutex_unlock(&s->mu);
+	return may;
+}
+
+void pt_share_wrote(struct pt_engine *e, struct pt_output *out)
+{
+	struct pt_share *s = out->share;
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->mu);
+	uint64_t w = atomic_load(&out->written);
+	if (w > s->seg_end)
+		s->seg_end = w; /* a new segment: the others write it next */
+	if (w == s->seg_end && s->busy == (int)(out - e->outs)) {
+		s->busy = -1;
+		pthread_cond_broadcast(&s->cv);
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* An output finished or failed: it leaves the share (after its state is
+ * stored, so that share_caught_up skips it). */
+static void share_left(struct pt_engine *e, struct pt_output *out)
+{
+	struct pt_share *s = out->share;
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->mu);
+	if (s->busy == (int)(out - e->outs))
+		s->busy = -1;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
 }
 
 /* ---- choosing and building the path -------------------------------- */
@@ -335,6 +500,7 @@ int pt_engine_init(struct pt_engine *e, const struct pt_opts *o)
 	e->in_fd = pt_open_input(o->input, e->in_name, sizeof e->in_name, &e->in_size);
 	if (e->in_fd < 0 || open_outputs(e) != 0)
 		return 1;
+	find_shares(e);
 	return choose_path(e) == 0 ? 0 : 1;
 }
 

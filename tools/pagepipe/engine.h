@@ -24,6 +24,8 @@
 
 #include "opts.h"
 
+struct pt_share;
+
 enum pt_out_state {
 	PT_OUT_RUNNING,
 	PT_OUT_DONE,    /* wrote everything and reached end of input */
@@ -53,6 +55,8 @@ struct pt_output {
 	uint64_t rate;         /* bytes per second, 0 for no limit */
 	pthread_t thread;
 	bool started;          /* thread created */
+	struct pt_share *share; /* the outputs writing at one position with this
+	                         * one (engine.c, "shared positions"), or NULL */
 	/* Written by the output's thread, read by anyone. */
 	_Atomic uint64_t written;
 	_Atomic int state;     /* enum pt_out_state */

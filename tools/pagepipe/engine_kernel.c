@@ -200,8 +200,9 @@ enum in_step {
 
 /* One splice from the input into the pipe whose write end is fd and which
  * holds *held bytes (of at most kp->cap): the bytes go to *held and
- * bytes_in. */
-static enum in_step input_splice(struct kernel_path *kp, int fd, uint64_t *held)
+ * bytes_in.  Nothing moved: IN_FULL when the pipe is full, but only with
+ * check_full (a poll(2)); without it IN_IDLE, and the caller tells. */
+static enum in_step input_splice(struct kernel_path *kp, int fd, uint64_t *held, bool check_full)
 {
 	struct pt_engine *e = kp->e;
 	size_t want = kp->cap - *held < e->o->block ? kp->cap - *held : e->o->block;
@@ -220,6 +221,8 @@ static enum in_step input_splice(struct kernel_path *kp, int fd, uint64_t *held)
 	}
 	if (took == PT_TOOK_END)
 		return IN_END;
+	if (!check_full)
+		return IN_IDLE;
 	return fd_ready(fd, POLLOUT) ? IN_IDLE : IN_FULL;
 }
 
@@ -230,21 +233,42 @@ void *pt_splice_input_main(void *engine)
 	struct kernel_path *kp = e->state;
 	struct kchain *k = kp->chain[0];
 	uint64_t w = 0, in_w = 0; /* pipe being filled, bytes in it */
+	/*
+	 * Nothing moved: the input is empty (the usual case with a producer
+	 * that writes 8 KiB at a time: every other splice finds it empty) or
+	 * the pipe is full.  Asking which with a poll(2) each time made four
+	 * system calls a producer write (issue 14); so wait for the input
+	 * first, and ask only when a splice right after that wait moved
+	 * nothing either (the wait returned at once: the input has data, so
+	 * the pipe must be full).
+	 */
+	bool waited = false;
 
 	while (!atomic_load(&e->fatal) && pt_out_running(&e->outs[0])) {
 		bool was_empty = in_w == 0;
-		enum in_step st = input_splice(kp, chain_wfd(k, w), &in_w);
+		uint64_t before = in_w;
+		enum in_step st = input_splice(kp, chain_wfd(k, w), &in_w, waited);
 		if (st == IN_MOVED) {
+			waited = false;
 			if (was_empty)
 				efd_signal(k->data_efd); /* the output may wait on this pipe */
+			/* Fewer bytes than asked: the input is most likely empty
+			 * now, and a splice would only say EAGAIN; wait instead
+			 * (poll(2) returns at once if more came). */
+			if (in_w - before < e->o->block && in_w < (uint64_t)kp->cap) {
+				pt_wait_fd(e->in_fd, POLLIN, -1);
+				waited = true;
+			}
 			continue;
 		}
 		if (st == IN_END)
 			break;
 		if (st == IN_IDLE) {
 			pt_wait_fd(e->in_fd, POLLIN, -1);
+			waited = true;
 			continue;
 		}
+		waited = false;
 		/* This pipe is full (or holds cap bytes): hand it over, take the next. */
 		chain_fill(k, w, in_w);
 		chains_advance(kp, ++w);
@@ -316,7 +340,7 @@ void *pt_tee_input_main(void *engine)
 	bool more = true;
 
 	while (more && !atomic_load(&e->fatal)) {
-		enum in_step st = input_splice(kp, kp->stage[1], &staged);
+		enum in_step st = input_splice(kp, kp->stage[1], &staged, true);
 		if (st == IN_MOVED)
 			continue;
 		if (st == IN_END)
@@ -362,6 +386,7 @@ void *pt_kernel_output_main(void *out_arg)
 	struct pt_output *out = &e->outs[a->i];
 	struct kchain *k = kp->chain[a->i];
 	uint64_t r = 0, done = 0; /* pipe being drained, bytes taken from it */
+	bool waited = false;      /* the last splice moved nothing and was waited after */
 
 	while (!atomic_load(&e->fatal)) {
 		int idx = (int)(r % (uint64_t)atomic_load(&k->n));
@@ -392,20 +417,40 @@ void *pt_kernel_output_main(void *out_arg)
 		size_t len = e->o->block;
 		if (filled != OPEN_PIPE && filled - done < len)
 			len = (size_t)(filled - done);
+		uint64_t may = pt_share_turn(e, out); /* outputs sharing a position take turns */
+		if (!may)
+			continue;
+		if (may < len)
+			len = (size_t)may;
 		ssize_t n = splice(rfd, NULL, out->fd, NULL, len,
 		                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 		if (n > 0) {
 			done += (uint64_t)n;
 			atomic_fetch_add(&out->written, (uint64_t)n);
+			waited = false;
+		}
+		pt_share_wrote(e, out); /* moved or not: a turn is not held while waiting */
+		if (n > 0) {
+			/* Fewer than asked from a pipe still being filled: it is
+			 * most likely empty; wait rather than splice for EAGAIN. */
+			if ((size_t)n < len && filled == OPEN_PIPE) {
+				pt_wait_fd(rfd, POLLIN, k->data_efd);
+				waited = true;
+			}
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n == 0 || errno == EAGAIN) {
-			if (!fd_ready(rfd, POLLIN))
+			/* As on the input side: wait for the pipe first; ask which
+			 * side was not ready only when that did not help. */
+			if (!waited)
+				pt_wait_fd(rfd, POLLIN, k->data_efd); /* pipe empty, usually */
+			else if (!fd_ready(rfd, POLLIN))
 				pt_wait_fd(rfd, POLLIN, k->data_efd); /* pipe empty */
 			else
 				pt_wait_fd(out->fd, POLLOUT, -1); /* the output is not ready */
+			waited = !waited;
 			continue;
 		}
 		pt_output_dropped(e, out, errno);

@@ -258,12 +258,16 @@ void *pt_pagepipe_output_main(void *out_arg)
 			pt_output_done(e, out);
 			break;
 		}
-		/* Cut the segments to one chunk. */
-		size_t total = 0;
+		/* Cut the segments to one chunk (and to the segment of a shared
+		 * position, whose turn this waits for). */
+		uint64_t may = pt_share_turn(e, out);
+		if (!may)
+			continue;
+		size_t total = 0, cut = may < chunk ? (size_t)may : chunk;
 		int k = 0;
-		while (k < nseg && total < chunk) {
-			if (total + iov[k].iov_len > chunk)
-				iov[k].iov_len = chunk - total;
+		while (k < nseg && total < cut) {
+			if (total + iov[k].iov_len > cut)
+				iov[k].iov_len = cut - total;
 			total += iov[k].iov_len;
 			k++;
 		}
@@ -284,6 +288,7 @@ void *pt_pagepipe_output_main(void *out_arg)
 		if (out->rate)
 			pacer_paid(&pc, (size_t)w);
 		atomic_fetch_add(&out->written, (uint64_t)w);
+		pt_share_wrote(e, out);
 		notify(p);
 		/* -P again once this output has run its pipe empty. */
 		if (e->o->start_pct && atomic_load(&e->input_state) == PT_INPUT_READING &&

@@ -63,6 +63,17 @@ void pt_thread_finished(struct pt_engine *e);
 /* An error that ends the run now (exit status 1). */
 void pt_set_fatal(struct pt_engine *e);
 
+/* Outputs writing at one position take turns (engine.c, "shared
+ * positions").  pt_share_turn waits until out may write and returns how
+ * many bytes it may write now (UINT64_MAX: one call's worth, whatever it
+ * is; 0: a fatal error, write nothing); pt_share_wrote, after the write
+ * (out->written counted; also after one that moved nothing), gives the
+ * turn back once out has written the segment.  A repeated pt_share_turn
+ * before pt_share_wrote keeps the turn.  No-ops for an output that shares
+ * with none. */
+uint64_t pt_share_turn(struct pt_engine *e, struct pt_output *out);
+void pt_share_wrote(struct pt_engine *e, struct pt_output *out);
+
 /* The time ms milliseconds from now, as pthread_cond_timedwait takes it. */
 struct timespec pt_deadline(int ms);
 
