@@ -144,11 +144,11 @@ static void draw_progress(struct pt_engine *e, struct progress *p, bool final)
 		}
 	len += draw_eta(line + len, sizeof line - (size_t)len, p, out, final);
 	/* Blank what is left of a longer line drawn before (a lag that shrank
-	 * from "-12.5MiB" to "-0B"), or its last characters stay on screen. */
-	int drawn = len;
+	 * from "-12.5MiB" to "-0B"), or its last characters stay on screen.
+	 * What is on screen is everything written, blanks included. */
 	while (len < p->last_len && len < (int)sizeof line - 1)
 		line[len++] = ' ';
-	p->last_len = drawn;
+	p->last_len = len;
 	ssize_t w = write(STDERR_FILENO, line, (size_t)len);
 	(void)w;
 	atomic_store(&line_drawn, true);
