@@ -513,6 +513,21 @@ if [ -z "$only" ] || [ "$only" = real ]; then
 		verdict "$2" "$3"
 		echo "    $1: ${3}x  $v"
 	}
+	# two_outputs PRODUCER_NAME PRODUCER WHAT WHERE CONSUMER MBUFFER_MIN NAME:MIDDLE...:
+	# pagepipe with two outputs against tee (>= 1x) and mbuffer (>= MBUFFER_MIN x).
+	two_outputs() {
+		local pn=$1 pc=$2 what=$3 where=$4 cons=$5 mmin=$6
+		shift 6
+		rmed=() rcpu=()
+		[ "$have_pp" = 1 ] || shift
+		rcase "$pn $what" "$pc" "$cons" "$@"
+		printf '    %s %s: pagepipe %s, tee %s, mbuffer %s MB/s\n' "$what" "$where" \
+			"$(rate $bytes "${rmed[pp]:-}")" "$(rate $bytes "${rmed[tee]:-}")" "$(rate $bytes "${rmed[mbuffer]:-}")"
+		if [ "$have_pp" = 1 ]; then
+			judge "$what: vs tee (>= 1)" 'x >= 1' "$(ratio "${rmed[tee]:-}" "${rmed[pp]:-}")"
+			judge "$what: vs mbuffer (>= $mmin)" "x >= $mmin" "$(ratio "${rmed[mbuffer]:-}" "${rmed[pp]:-}")"
+		fi
+	}
 	cons_names=("| cat >/dev/null" "| wc -c" "> tmpfs file")
 	cons_cmds=('| cat >/dev/null' '| wc -c >/dev/null' '>"$rdir/out"')
 	for pi in "${!prod_names[@]}"; do
@@ -534,28 +549,12 @@ if [ -z "$only" ] || [ "$only" = real ]; then
 					"$(ratio "${rcpu[cat]}" "${rcpu[pp]}")"
 			done
 		fi
-		rmed=() rcpu=()
 		set -- 'pp:"$PP" -q -m 64M -o /dev/null -o -' 'tee:tee /dev/null'
 		have mbuffer && set -- "$@" 'mbuffer:mbuffer -q -v 1 -m 64M -o /dev/null -o -'
-		[ "$have_pp" = 1 ] || shift
-		rcase "$pn two outputs" "$pc" '| cat >/dev/null' "$@"
-		printf '    two outputs (/dev/null and a pipe): pagepipe %s, tee %s, mbuffer %s MB/s\n' \
-			"$(rate $bytes "${rmed[pp]:-}")" "$(rate $bytes "${rmed[tee]:-}")" "$(rate $bytes "${rmed[mbuffer]:-}")"
-		if [ "$have_pp" = 1 ]; then
-			judge "two outputs: vs tee (>= 1)" 'x >= 1' "$(ratio "${rmed[tee]:-}" "${rmed[pp]:-}")"
-			judge "two outputs: vs mbuffer (>= 1.5)" 'x >= 1.5' "$(ratio "${rmed[mbuffer]:-}" "${rmed[pp]:-}")"
-		fi
-		rmed=() rcpu=()
+		two_outputs "$pn" "$pc" "two outputs" "(/dev/null and a pipe)" '| cat >/dev/null' 1.5 "$@"
 		set -- 'pp:"$PP" -q -m 64M -o "$rdir/a" -o "$rdir/b"' 'tee:tee "$rdir/a"'
 		have mbuffer && set -- "$@" 'mbuffer:mbuffer -q -v 1 -f -m 64M -o "$rdir/a" -o "$rdir/b"'
-		[ "$have_pp" = 1 ] || shift
-		rcase "$pn two files" "$pc" '>"$rdir/b"' "$@"
-		printf '    two files on tmpfs: pagepipe %s, tee %s, mbuffer %s MB/s\n' \
-			"$(rate $bytes "${rmed[pp]:-}")" "$(rate $bytes "${rmed[tee]:-}")" "$(rate $bytes "${rmed[mbuffer]:-}")"
-		if [ "$have_pp" = 1 ]; then
-			judge "two files: vs tee (>= 1)" 'x >= 1' "$(ratio "${rmed[tee]:-}" "${rmed[pp]:-}")"
-			judge "two files: vs mbuffer (>= 1)" 'x >= 1' "$(ratio "${rmed[mbuffer]:-}" "${rmed[pp]:-}")"
-		fi
+		two_outputs "$pn" "$pc" "two files" "on tmpfs" '>"$rdir/b"' 1 "$@"
 	done
 	rm -rf "$rdir"
 fi

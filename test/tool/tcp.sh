@@ -93,33 +93,25 @@ if listen "" -o "$T/got"; then
 fi
 end
 
-begin tcp_ipv6_loopback
-if ! grep -q '^0*1 ' /proc/net/if_inet6 2>/dev/null; then
-	skip_case "no IPv6 loopback here"
-else
+# An IPv6 client, to a listener on [::1] and to one on all addresses
+# (which must take IPv6 too, not IPv4 only).
+for where in ipv6_loopback listen_all_addresses_ipv6_client; do
+	begin "tcp_$where"
+	if ! grep -q '^0*1 ' /proc/net/if_inet6 2>/dev/null; then
+		skip_case "no IPv6 loopback here"
+		continue
+	fi
+	host="[::1]"
+	[ $where = ipv6_loopback ] || host=""
 	rm -f "$T/got"
-	if listen "[::1]" -o "$T/got"; then
+	if listen "$host" -o "$T/got"; then
 		pp -i "$T/in1" -o "tcp:[::1]:$PORT" 2>"$E"
 		want_status $? 0
 		listener_done
 		want_same "$T/in1" "$T/got"
 	fi
 	end
-fi
-
-begin tcp_listen_all_addresses_ipv6_client
-if ! grep -q '^0*1 ' /proc/net/if_inet6 2>/dev/null; then
-	skip_case "no IPv6 loopback here"
-else
-	rm -f "$T/got"
-	if listen "" -o "$T/got"; then
-		pp -i "$T/in1" -o "tcp:[::1]:$PORT" 2>"$E"
-		want_status $? 0
-		listener_done
-		want_same "$T/in1" "$T/got"
-	fi
-	end
-fi
+done
 
 # Port 0: the kernel picks a port, and pagepipe says which.
 begin tcp_listen_port_0_says_which
