@@ -79,7 +79,8 @@ ambiguous() {
 	[ ! -e "$T/never" ] || bad "an output was created despite the usage error"
 	end
 }
-ambiguous s --s "'--start-at' '--stats' '--size'"
+ambiguous s --s "'--start-at' '--stats' '--size' '--spill' '--spill-max'"
+ambiguous spil --spil=/tmp "'--spill' '--spill-max'"
 ambiguous out_with_value --out=x "'--output' '--output-error'"
 ambiguous st --st "'--start-at' '--stats'"
 

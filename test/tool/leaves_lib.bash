@@ -217,6 +217,13 @@ check_case() {
 	kernel*) want_grep '^pagepipe: [0-9]+ bytes .*, by (tee|splice)\(2\)' "$E" "the --stats path" ;;
 	*) want_grep '^pagepipe: [0-9]+ bytes .*, through the buffer' "$E" "the --stats path" ;;
 	esac
+	# A full buffer on the spill path is full spill files too: some output
+	# spilled (unless an output that fails at its first write was alone or
+	# stopped the run).
+	if [ "${pname%_solo}" = spill ] && [ "$full" = full ] &&
+		! { [ "$err" = nospc ] && [ "$solo$stops" != 0 ]; }; then
+		want_grep '; spilled [0-9]+ bytes' "$E" "--stats (a spill)"
+	fi
 	# What each output got.
 	[ -e "$T/lv.got" ] && want_prefix "$in" "$T/lv.got"
 	[ "$way" = tmpfs ] && want_prefix "$in" "$mnt/out"

@@ -41,14 +41,22 @@
 
 uint64_t pt_engine_buffered(const struct pt_engine *e)
 {
-	/* Read in, not yet written by the slowest output still running. */
-	uint64_t in = atomic_load(&e->bytes_in), lo = in;
+	/* Read in, not yet written by the slowest output still running, less
+	 * its spill file's backlog.  bytes_in is read last: every count before
+	 * it is at most what it says (an output cannot write, nor the input
+	 * spill, what was not read in), so in - lo cannot wrap. */
+	uint64_t lo = UINT64_MAX;
 	for (int i = 0; i < e->n; i++) {
-		uint64_t w = atomic_load(&e->outs[i].written);
-		if (pt_out_running(&e->outs[i]) && w < lo)
+		const struct pt_output *out = &e->outs[i];
+		uint64_t w = atomic_load(&out->written);
+		uint64_t done = atomic_load(&out->unspilled);
+		uint64_t spilled = atomic_load(&out->spilled);
+		w += spilled > done ? spilled - done : 0;
+		if (pt_out_running(out) && w < lo)
 			lo = w;
 	}
-	return in - lo;
+	uint64_t in = atomic_load(&e->bytes_in);
+	return lo < in ? in - lo : 0;
 }
 
 /* ---- what every path shares --------------------------------------- */
@@ -471,14 +479,14 @@ static int open_outputs(struct pt_engine *e)
 /*
  * Choose the data path first, then build only what it uses.  The kernel
  * paths when no option needs the data in this process's memory (a rate
- * limit, watermarks, --no-splice) and the kernel path can be had
+ * limit, watermarks, a spill directory, --no-splice) and the kernel path can be had
  * (pt_kernel_setup: the descriptors, the kernel's pipes); otherwise the
  * pagepipe path, which takes any run.  0, or -1 with a message printed.
  */
 static int choose_path(struct pt_engine *e)
 {
 	const struct pt_opts *o = e->o;
-	bool in_memory = o->no_splice || o->start_pct || o->resume_pct != 100;
+	bool in_memory = o->no_splice || o->start_pct || o->resume_pct != 100 || o->spill_dir;
 	for (int i = 0; i < e->n; i++)
 		in_memory = in_memory || e->outs[i].rate;
 	if (!in_memory && pt_kernel_setup(e))

@@ -57,6 +57,15 @@ struct pt_output {
 	bool started;          /* thread created */
 	struct pt_share *share; /* the outputs writing at one position with this
 	                         * one (engine.c, "shared positions"), or NULL */
+	/* -T: bytes that went to the output's spill file (written by the input
+	 * thread), bytes of it written out (the output's thread), the most it
+	 * ever held unwritten and how many times the output went to the file
+	 * (the input thread); read by anyone.  All 0 without -T and on the
+	 * kernel paths. */
+	_Atomic uint64_t spilled;
+	_Atomic uint64_t unspilled;
+	_Atomic uint64_t spill_peak;
+	_Atomic uint64_t spells;   /* times it started to spill (the input thread) */
 	/* Written by the output's thread, read by anyone. */
 	_Atomic uint64_t written;
 	_Atomic int state;     /* enum pt_out_state */
@@ -119,8 +128,9 @@ void pt_engine_detach(struct pt_engine *e);
  * release the path. */
 void pt_engine_join(struct pt_engine *e);
 
-/* Bytes in the buffer: read in and not yet written by the slowest output
- * still running (the fill that -P, -p and the progress line show). */
+/* Bytes in the buffer's memory: read in and not yet written by the
+ * slowest output still running, less what waits in its spill file (-T):
+ * the fill that -P, -p and the progress line show. */
 uint64_t pt_engine_buffered(const struct pt_engine *e);
 
 #endif

@@ -25,8 +25,16 @@
  * count, i.e. real memory) plus that block fit under it.  -P/-p are
  * watermarks on the same count.
  *
+ * Spilling (-T DIR): each output also has a spill file (spill.c).  An
+ * output that falls half the limit behind stops getting blocks by fan-out;
+ * the input thread appends them to its file instead, and the output thread
+ * writes what its pipe still holds, then reads the file back; once it has
+ * caught up it is fed by fan-out again (spill_modes, next_source: why the
+ * order holds).  So a slow output no longer holds back the input and the
+ * others, and memory stays under the limit.
+ *
  * The engine front (engine.c) builds this path for every run the kernel
- * paths (engine_kernel.c) do not take: a rate limit, watermarks,
+ * paths (engine_kernel.c) do not take: a rate limit, watermarks, -T,
  * --no-splice, a descriptor splice(2) does not take, or kernel pipes or
  * descriptors the kernel will not give.
  */
@@ -36,18 +44,25 @@
 #include <string.h>
 #include <sys/uio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <pagepipe.h>
 
 #include "endpoint.h"
 #include "engine_path.h"
+#include "spill.h"
 
 #define MAX_IOV 256
 
-/* One output's pagepipe. */
+/* One output's pagepipe, and its spill file (-T). */
 struct out_pipe {
 	struct pp_end *r; /* read end: the output's thread */
 	struct pp_end *w; /* write end: the input thread; NULL once out of the fan-out */
+	/* -T only (spill.fd -1 otherwise). */
+	struct pt_spill spill;
+	int rfd;          /* pp_fd(r): the output thread waits on it with spill.efd */
+	bool spilling;    /* input thread: new blocks go to the file, not the pipe */
+	bool spill_off;   /* input thread: the file failed; never spill again */
 };
 
 /* The pagepipe path's state (the engine's e->state). */
@@ -59,6 +74,19 @@ struct pagepipe_path {
 	uint64_t mem_cap;                    /* input thread only: memory the system gave
 	                                      * before refusing a page, 0 until it did */
 	bool said_short;                     /* input thread only: said so on stderr */
+
+	/* Input thread only: the write ends the next fan-out feeds (the
+	 * outputs still running and not spilling). */
+	struct pp_end *fed[PT_MAX_OUTPUTS];
+	int nfed;
+
+	/* -T, input thread only. */
+	bool spill;                          /* spill files were made */
+	uint64_t disk_cap;                   /* bytes on disk at most (--spill-max, or
+	                                      * what the disk held when it filled), 0: none */
+	bool said_disk_short;
+	uint64_t disk_want;                  /* bytes about to be spilled (disk_room) */
+	int drain_wait;                      /* the output whose file must drain (file_drained) */
 
 	/*
 	 * Waits for buffer space or fill (the memory limit, watermarks).  Lock
@@ -128,13 +156,29 @@ static void wait_until(struct pagepipe_path *p, bool (*ready)(struct pagepipe_pa
 	pthread_mutex_unlock(&p->mu);
 }
 
+/* Bytes in out's spill file not yet written out (0 without -T).  Anyone. */
+static uint64_t spill_backlog(const struct pt_output *out)
+{
+	uint64_t done = atomic_load(&out->unspilled); /* first: spilled only grows past it */
+	return atomic_load(&out->spilled) - done;
+}
+
+static bool any_spill_backlog(const struct pt_engine *e)
+{
+	for (int i = 0; i < e->n; i++)
+		if (spill_backlog(&e->outs[i]))
+			return true;
+	return false;
+}
+
 /* -P: an output may write once the buffer is start_pct% full, the input
- * ended, or the input waits for room. */
+ * ended, the input waits for room, or an output spills (-T keeps the
+ * memory under the mark, and a spill means the buffer overflowed). */
 static bool start_ready(struct pagepipe_path *p)
 {
 	struct pt_engine *e = p->e;
 	return atomic_load(&e->fatal) || atomic_load(&e->input_state) != PT_INPUT_READING ||
-	       atomic_load(&p->input_full) ||
+	       atomic_load(&p->input_full) || any_spill_backlog(e) ||
 	       pt_engine_buffered(e) * 100 >= e->limit * (uint64_t)e->o->start_pct;
 }
 
@@ -224,6 +268,41 @@ static void discard_backlog(struct pp_end *r)
 			break;
 }
 
+/*
+ * Where an output's next bytes are.  Without -T, always in its pipe.  With
+ * -T they may be in its spill file, and the order is kept by two rules of
+ * the input thread (spill_modes, distribute): while an output spills, its
+ * pipe gets nothing new, and it goes back to the pipe only once the file
+ * is written out (unspilled == spilled).  So the pipe's bytes come before
+ * the file's when the output starts to spill, and the file's before the
+ * pipe's when it stops: the output writes its pipe's bytes while there are
+ * any, the file's when the pipe is empty.  `spilled` is read *before* the
+ * pipe is looked at: every byte in the file up to what was read was spilled
+ * before the look, so any pipe byte ahead of them was already in the pipe;
+ * an empty pipe then means the file's bytes come next.  At the end of
+ * input the file is looked at again: the input thread spills everything
+ * before it closes the pipe.  The pipe's read end is non-blocking under
+ * -T, so the thread can wait for either (its pp_fd or the spill eventfd).
+ */
+enum source { SRC_PIPE, SRC_FILE, SRC_NONE_YET, SRC_END, SRC_ERROR };
+
+static enum source next_source(struct out_pipe *op, struct pt_output *out, uint64_t done,
+                               struct iovec *iov, ssize_t *nseg)
+{
+	bool spill = op->spill.fd >= 0;
+	uint64_t spilled = spill ? atomic_load(&out->spilled) : 0;
+	*nseg = pp_peek(op->r, iov, MAX_IOV);
+	if (*nseg > 0)
+		return SRC_PIPE;
+	if (*nseg < 0 && !(spill && errno == EAGAIN))
+		return SRC_ERROR;
+	if (*nseg == 0 && spill) /* end of input: everything spilled is counted now */
+		spilled = atomic_load(&out->spilled);
+	if (done < spilled)
+		return SRC_FILE;
+	return *nseg == 0 ? SRC_END : SRC_NONE_YET;
+}
+
 void *pt_pagepipe_output_main(void *out_arg)
 {
 	struct pt_out_arg *a = out_arg;
@@ -235,6 +314,7 @@ void *pt_pagepipe_output_main(void *out_arg)
 	struct pacer pc = { 0 };
 	size_t chunk = e->o->block;
 	bool gate_open = e->o->start_pct == 0;
+	uint64_t done = 0; /* bytes of the spill file written out (out->unspilled) */
 
 	if (out->rate) {
 		pacer_init(&pc, out->rate, e->o->block);
@@ -247,25 +327,41 @@ void *pt_pagepipe_output_main(void *out_arg)
 			wait_until(p, start_ready);
 			gate_open = true;
 		}
-		ssize_t nseg = pp_peek(op->r, iov, MAX_IOV);
-		if (nseg < 0) {
+		ssize_t nseg;
+		enum source src = next_source(op, out, done, iov, &nseg);
+		if (src == SRC_ERROR) {
 			if (errno == EINTR)
 				continue;
 			pt_output_dropped(e, out, errno);
 			break;
 		}
-		if (nseg == 0) { /* end of input, everything written */
+		if (src == SRC_END) { /* end of input, everything written */
 			pt_output_done(e, out);
 			break;
 		}
-		/* Cut the segments to one chunk (and to the segment of a shared
+		if (src == SRC_NONE_YET) {
+			pt_wait_fd(op->rfd, POLLIN, op->spill.efd);
+			continue;
+		}
+		/* Cut the bytes to one chunk (and to the segment of a shared
 		 * position, whose turn this waits for). */
 		uint64_t may = pt_share_turn(e, out);
 		if (!may)
 			continue;
 		size_t total = 0, cut = may < chunk ? (size_t)may : chunk;
 		int k = 0;
-		while (k < nseg && total < cut) {
+		if (src == SRC_FILE) {
+			uint64_t left = atomic_load(&out->spilled) - done;
+			ssize_t got = pt_spill_get(&op->spill, left < cut ? (size_t)left : cut, done);
+			if (got < 0) {
+				pt_msg("spill file of %s: %s", out->name, strerror(errno));
+				pt_output_dropped(e, out, errno);
+				break;
+			}
+			iov[0] = (struct iovec){ op->spill.buf, (size_t)got };
+			k = 1;
+		}
+		while (src == SRC_PIPE && k < nseg && total < cut) {
 			if (total + iov[k].iov_len > cut)
 				iov[k].iov_len = cut - total;
 			total += iov[k].iov_len;
@@ -284,15 +380,21 @@ void *pt_pagepipe_output_main(void *out_arg)
 			pt_output_dropped(e, out, errno);
 			break;
 		}
-		pp_consume(op->r, (size_t)w);
+		if (src == SRC_PIPE) {
+			pp_consume(op->r, (size_t)w);
+		} else {
+			done += (uint64_t)w;
+			atomic_store(&out->unspilled, done);
+			pt_spill_done_upto(&op->spill, done, done == atomic_load(&out->spilled));
+		}
 		if (out->rate)
 			pacer_paid(&pc, (size_t)w);
 		atomic_fetch_add(&out->written, (uint64_t)w);
 		pt_share_wrote(e, out);
 		notify(p);
-		/* -P again once this output has run its pipe empty. */
+		/* -P again once this output has run its buffer empty. */
 		if (e->o->start_pct && atomic_load(&e->input_state) == PT_INPUT_READING &&
-		    !(pp_events(op->r) & POLLIN))
+		    !(pp_events(op->r) & POLLIN) && !spill_backlog(out))
 			gate_open = false;
 	}
 	/*
@@ -301,7 +403,8 @@ void *pt_pagepipe_output_main(void *out_arg)
 	 * survivors (the memory limit counts pages).  Then close the read end:
 	 * a fan-out to it fails with EPIPE from now on, and the notify wakes
 	 * the input if it waits for room, to drop the output (release the
-	 * write end, and with it what a fan-out put in since the discard).
+	 * write end, and with it what a fan-out put in since the discard; and
+	 * give its spill file's blocks back).
 	 */
 	discard_backlog(op->r);
 	end_close(&op->r);
@@ -327,35 +430,227 @@ static bool room_or_reader_gone(struct pagepipe_path *p)
 	return reader_gone(p) || room_ready(p);
 }
 
-/* Drop the outputs whose readers are gone, closing their write ends (the
- * last end: the pipe and the pages it still holds are freed); false when
- * none is left. */
-static bool prune_outputs(struct pagepipe_path *p, struct pp_end **fed, int *nfed)
+/* An output left: its spill file's blocks go back to the disk now (its
+ * thread has stopped reading it).  If the truncate fails they go back
+ * when the file is closed at the end of the run. */
+static void give_back_file(struct out_pipe *op)
 {
-	int k = 0;
+	if (op->spill.fd >= 0 && ftruncate(op->spill.fd, 0) != 0)
+		return;
+}
+
+/*
+ * Drop the outputs whose readers are gone, closing their write ends (the
+ * last end: the pipe and the pages it still holds are freed, and a spill
+ * file's blocks are given back: its thread has stopped reading it), and
+ * list in fed the outputs the next fan-out feeds (the others spill).
+ * false when no output is left.
+ */
+static bool prune_outputs(struct pagepipe_path *p)
+{
+	bool any = false;
+	p->nfed = 0;
 	for (int i = 0; i < p->e->n; i++) {
 		struct out_pipe *op = &p->out[i];
 		if (!op->w)
 			continue;
 		if (pp_events(op->w) & POLLERR) {
 			end_close(&op->w);
+			give_back_file(op);
 			continue;
 		}
-		fed[k++] = op->w;
+		any = true;
+		if (!op->spilling)
+			p->fed[p->nfed++] = op->w;
 	}
-	*nfed = k;
-	return k > 0;
+	return any;
 }
 
-/* Move everything in the input pipe to every live output.  false once no
- * output is left. */
-static bool distribute(struct pagepipe_path *p, struct pp_end **fed, int *nfed)
+/* ---- spilling (-T) -------------------------------------------------- */
+
+/*
+ * When an output spills, decided with each block read, before it is
+ * handed out.  Each output's memory lag is what the input read (this
+ * block included) and the output has neither written nor has waiting in
+ * its file.  An output whose memory lag passes half the limit spills from
+ * then on (this block goes to its file): its pipe keeps what it holds (at most half the
+ * limit) and the other half stays for the outputs that keep up, so they
+ * run on while it lags (spilling only once the buffer is full would leave
+ * them no room until the laggard drained its pipe).  It goes back to
+ * memory once it has written out its file and lags less than a quarter of
+ * the limit (the gap keeps it from flapping).  Input thread only.
+ */
+static void spill_modes(struct pagepipe_path *p)
 {
+	struct pt_engine *e = p->e;
+	for (int i = 0; i < e->n; i++) {
+		struct out_pipe *op = &p->out[i];
+		struct pt_output *out = &e->outs[i];
+		if (!op->w || op->spill.fd < 0 || op->spill_off)
+			continue;
+		uint64_t backlog = spill_backlog(out);
+		uint64_t gone = atomic_load(&out->written) + backlog;
+		uint64_t in = atomic_load(&e->bytes_in);
+		uint64_t lag = in > gone ? in - gone : 0;
+		if (op->spilling && backlog == 0 && lag < e->limit / 4)
+			op->spilling = false;
+		else if (!op->spilling && lag > e->limit / 2) {
+			op->spilling = true;
+			atomic_fetch_add(&out->spells, 1);
+		}
+	}
+}
+
+/* Bytes waiting in the spill files of the outputs still fed.  Input thread. */
+static uint64_t disk_used(const struct pagepipe_path *p)
+{
+	uint64_t sum = 0;
+	for (int i = 0; i < p->e->n; i++)
+		if (p->out[i].w)
+			sum += spill_backlog(&p->e->outs[i]);
+	return sum;
+}
+
+/* Room on disk for disk_want more bytes (or nothing there to wait for). */
+static bool disk_room(struct pagepipe_path *p)
+{
+	if (atomic_load(&p->e->fatal) || reader_gone(p))
+		return true;
+	uint64_t used = disk_used(p);
+	return used == 0 || used + p->disk_want <= p->disk_cap;
+}
+
+/* Output drain_wait has written out its spill file (or left). */
+static bool file_drained(struct pagepipe_path *p)
+{
+	struct out_pipe *op = &p->out[p->drain_wait];
+	return atomic_load(&p->e->fatal) || !op->w || (pp_events(op->w) & POLLERR) ||
+	       spill_backlog(&p->e->outs[p->drain_wait]) == 0;
+}
+
+static bool disk_room_now(struct pagepipe_path *p, size_t len)
+{
+	uint64_t used = disk_used(p);
+	return used == 0 || used + len <= p->disk_cap;
+}
+
+/*
+ * Append iov[0..nseg) (len bytes) to output i's spill file, waiting for
+ * room under the disk cap.  A full disk (ENOSPC, EDQUOT, EFBIG) while
+ * files hold a backlog caps the disk at that backlog from then on, and
+ * the input waits for the outputs to read it back, as it waits for
+ * memory.  Any other failure, or a full disk with nothing spilled, ends
+ * spilling for the output: once it has written out its file it takes its
+ * bytes from memory again, as without -T.  Returns true when the bytes
+ * are in the file, false when the output must get them by fan-out (it
+ * stopped spilling, or left: pruning drops it).
+ */
+static bool spill_to(struct pagepipe_path *p, int i, const struct iovec *iov, int nseg,
+                     size_t len)
+{
+	struct out_pipe *op = &p->out[i];
+	struct pt_output *out = &p->e->outs[i];
+	for (;;) {
+		if (atomic_load(&p->e->fatal) || !op->w || (pp_events(op->w) & POLLERR))
+			return false;
+		if (p->disk_cap && !disk_room_now(p, len)) {
+			/* Woken by room, or by an output that left: pruning it
+			 * gives its file back (and takes it out of disk_used). */
+			p->disk_want = len;
+			wait_until(p, disk_room);
+			prune_outputs(p);
+			continue;
+		}
+		uint64_t off = atomic_load(&out->spilled);
+		if (pt_spill_put(&op->spill, iov, nseg, off) == 0) {
+			atomic_store(&out->spilled, off + len);
+			uint64_t backlog = spill_backlog(out);
+			if (backlog > atomic_load(&out->spill_peak))
+				atomic_store(&out->spill_peak, backlog);
+			pt_spill_signal(&op->spill);
+			return true;
+		}
+		int err = errno;
+		uint64_t used = disk_used(p);
+		if ((err == ENOSPC || err == EDQUOT || err == EFBIG) && used > 0) {
+			if (!p->disk_cap || used < p->disk_cap)
+				p->disk_cap = used;
+			if (!p->said_disk_short && !p->e->quiet)
+				pt_msg("spill directory %s is full (%s): spilling at most %llu bytes "
+				       "from now on", p->e->o->spill_dir, strerror(err),
+				       (unsigned long long)used);
+			p->said_disk_short = true;
+			continue;
+		}
+		if (!p->e->quiet)
+			pt_msg("cannot spill for %s (%s): it is buffered in memory from now on",
+			       out->name, strerror(err));
+		op->spill_off = true;
+		p->drain_wait = i;
+		wait_until(p, file_drained);
+		op->spilling = false;
+		return false;
+	}
+}
+
+/*
+ * Spill the bytes at the head of the input pipe (as many as one peek
+ * shows) to every output that spills.  Returns how many bytes every
+ * spilling output now has in its file; the fan-out then moves exactly
+ * those to the others.  0 when no output spills, -1 on a fatal error.
+ */
+static ssize_t spill_head(struct pagepipe_path *p)
+{
+	struct iovec iov[MAX_IOV];
+	ssize_t nseg = -1;
+	size_t len = 0;
+	bool refeed = false;
+	for (int i = 0; i < p->e->n; i++) {
+		struct out_pipe *op = &p->out[i];
+		if (!op->w || !op->spilling)
+			continue;
+		if (nseg < 0) {
+			nseg = pp_peek(p->in_r, iov, MAX_IOV);
+			if (nseg <= 0) { /* the input pipe holds data: this cannot wait */
+				pt_msg("input buffer: %s", strerror(nseg ? errno : EIO));
+				pt_set_fatal(p->e);
+				return -1;
+			}
+			for (int k = 0; k < nseg; k++)
+				len += iov[k].iov_len;
+		}
+		if (!spill_to(p, i, iov, (int)nseg, len))
+			refeed = true;
+	}
+	if (refeed) /* an output left, or takes its bytes from memory again */
+		prune_outputs(p);
+	return nseg > 0 ? (ssize_t)len : 0;
+}
+
+/* Move everything in the input pipe to every live output: by fan-out to
+ * the outputs in memory, to the files of those that spill.  false once no
+ * output is left. */
+static bool distribute(struct pagepipe_path *p)
+{
+	size_t ahead = 0; /* bytes at the head of the input pipe already spilled */
 	while (pp_nread(p->in_r) > 0) {
 		if (atomic_load(&p->e->fatal))
 			return false;
-		ssize_t m = pp_fanout(p->in_r, fed, *nfed, SIZE_MAX, 0);
+		if (!ahead && p->spill) {
+			ssize_t got = spill_head(p);
+			if (got < 0)
+				return false;
+			ahead = (size_t)got;
+		}
+		ssize_t m;
+		if (p->nfed == 0 && ahead)
+			m = pp_consume(p->in_r, ahead);
+		else if (p->nfed == 0)
+			m = -1, errno = EPIPE; /* nobody to feed: prune says whether any is left */
+		else
+			m = pp_fanout(p->in_r, p->fed, p->nfed, ahead ? ahead : SIZE_MAX, 0);
 		if (m >= 0) {
+			ahead -= ahead ? (size_t)m : 0;
 			notify(p);
 			continue;
 		}
@@ -366,7 +661,7 @@ static bool distribute(struct pagepipe_path *p, struct pp_end **fed, int *nfed)
 			pt_set_fatal(p->e);
 			return false;
 		}
-		if (!prune_outputs(p, fed, nfed))
+		if (!prune_outputs(p))
 			return false;
 	}
 	return true;
@@ -379,17 +674,38 @@ static bool distribute(struct pagepipe_path *p, struct pp_end **fed, int *nfed)
  * fail with EPIPE to tell while the input waits, so waiting for room alone
  * would wait for ever.  false once no output is left.
  */
-static bool wait_for_room(struct pagepipe_path *p, struct pp_end **fed, int *nfed)
+static bool wait_for_room(struct pagepipe_path *p)
 {
 	bool any = true;
 	atomic_store(&p->input_full, true);
 	notify(p); /* -P: a full buffer opens the outputs */
 	do {
 		wait_until(p, room_or_reader_gone);
-		any = prune_outputs(p, fed, nfed);
+		any = prune_outputs(p);
 	} while (any && !room_ready(p));
 	atomic_store(&p->input_full, false);
 	return any;
+}
+
+/*
+ * -T, and no room for a whole block: how much to read instead (whole
+ * pages), or 0 to wait for room.  An output that starts to spill keeps
+ * the pages it holds until it has written them, at its own pace; with a
+ * limit of a few blocks those can leave less than a block of room while
+ * every other output waits for data, and waiting for a whole block would
+ * make the spill hold back the input after all.  So read what fits.  Not
+ * under -p, whose mark decides when reading resumes.
+ */
+static size_t spill_room(struct pagepipe_path *p)
+{
+	struct pt_engine *e = p->e;
+	if (!p->spill || e->o->resume_pct != 100 || atomic_load(&e->fatal))
+		return 0;
+	uint64_t limit = p->mem_cap && p->mem_cap < e->limit ? p->mem_cap : e->limit;
+	uint64_t used = pages_used();
+	if (used + 2 * PP_PAGE_SIZE > limit)
+		return 0;
+	return (size_t)((limit - used - PP_PAGE_SIZE) & ~(uint64_t)(PP_PAGE_SIZE - 1));
 }
 
 /*
@@ -401,7 +717,7 @@ static bool wait_for_room(struct pagepipe_path *p, struct pp_end **fed, int *nfe
  * can nothing make progress: then it is an error that ends the run.
  * false when the input stops.
  */
-static bool memory_short(struct pagepipe_path *p, struct pp_end **fed, int *nfed)
+static bool memory_short(struct pagepipe_path *p)
 {
 	uint64_t used = pages_used();
 	if (used == 0) {
@@ -415,22 +731,25 @@ static bool memory_short(struct pagepipe_path *p, struct pp_end **fed, int *nfed
 		       "waiting for the outputs to drain",
 		       strerror(ENOMEM), (unsigned long long)used);
 	p->said_short = true;
-	return wait_for_room(p, fed, nfed);
+	return wait_for_room(p);
 }
 
 void *pt_pagepipe_input_main(void *engine)
 {
 	struct pt_engine *e = engine;
 	struct pagepipe_path *p = e->state;
-	struct pp_end *fed[PT_MAX_OUTPUTS];
-	int nfed;
-
-	while (prune_outputs(p, fed, &nfed) && !atomic_load(&e->fatal)) {
-		if (!room_ready(p) && !wait_for_room(p, fed, &nfed))
-			break;
-		ssize_t n = pp_splice_from_fd(e->in_fd, NULL, p->in_w, e->o->block, 0);
+	while (prune_outputs(p) && !atomic_load(&e->fatal)) {
+		size_t want = e->o->block;
+		if (!room_ready(p)) {
+			want = spill_room(p);
+			if (!want && !wait_for_room(p))
+				break;
+			if (!want)
+				want = e->o->block;
+		}
+		ssize_t n = pp_splice_from_fd(e->in_fd, NULL, p->in_w, want, 0);
 		if (n < 0 && errno == ENOMEM) {
-			if (!memory_short(p, fed, &nfed))
+			if (!memory_short(p))
 				break;
 			continue;
 		}
@@ -443,7 +762,14 @@ void *pt_pagepipe_input_main(void *engine)
 		}
 		if (took == PT_TOOK_END)
 			break;
-		if (!distribute(p, fed, &nfed))
+		/* Decide who spills with the block in hand: before the read,
+		 * which may wait for data a long time, the outputs' lags would be
+		 * stale when the block comes. */
+		if (p->spill) {
+			spill_modes(p);
+			prune_outputs(p);
+		}
+		if (!distribute(p))
 			break;
 	}
 	pt_input_stopped(e);
@@ -487,6 +813,7 @@ static void pagepipe_path_free(struct pagepipe_path *p)
 	for (int i = 0; i < p->e->n; i++) {
 		end_close(&p->out[i].r);
 		end_close(&p->out[i].w);
+		pt_spill_close(&p->out[i].spill);
 	}
 	end_close(&p->in_r);
 	end_close(&p->in_w);
@@ -530,6 +857,30 @@ static int make_pipes(struct pagepipe_path *p)
 	return 0;
 }
 
+/* -T: a spill file for every output, and its pipe's read end non-blocking
+ * (the output thread waits for the pipe or the file).  0, or -1 with a
+ * message printed. */
+static int make_spill_files(struct pagepipe_path *p)
+{
+	const struct pt_opts *o = p->e->o;
+	for (int i = 0; i < p->e->n; i++) {
+		struct out_pipe *op = &p->out[i];
+		if (pt_spill_open(&op->spill, o->spill_dir, o->block) != 0) {
+			pt_msg("cannot make a spill file in %s: %s", o->spill_dir, strerror(errno));
+			return -1;
+		}
+		op->rfd = pp_fd(op->r);
+		if (op->rfd < 0 || pp_setfl(op->r, PP_NONBLOCK) != 0) {
+			pt_msg("cannot set up the pipe for %s: %s", p->e->outs[i].name,
+			       strerror(errno));
+			return -1;
+		}
+	}
+	p->spill = true;
+	p->disk_cap = o->spill_max;
+	return 0;
+}
+
 int pt_pagepipe_setup(struct pt_engine *e)
 {
 	struct pagepipe_path *p = calloc(1, sizeof *p);
@@ -538,9 +889,11 @@ int pt_pagepipe_setup(struct pt_engine *e)
 		return -1;
 	}
 	p->e = e;
+	for (int i = 0; i < PT_MAX_OUTPUTS; i++)
+		p->out[i].spill = (struct pt_spill){ .fd = -1, .efd = -1 };
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv, NULL);
-	if (make_pipes(p) != 0) {
+	if (make_pipes(p) != 0 || (e->o->spill_dir && make_spill_files(p) != 0)) {
 		pagepipe_path_free(p);
 		return -1;
 	}

@@ -170,13 +170,20 @@ static void print_stats(struct pt_engine *e, double secs)
 	for (int i = 0; i < e->n; i++) {
 		const struct pt_output *out = &e->outs[i];
 		int st = atomic_load(&out->state);
-		pt_msg("output %d (%s): %llu bytes, %s%s", i + 1, out->name,
+		char spill[160] = "";
+		uint64_t spilled = atomic_load(&out->spilled);
+		if (spilled)
+			snprintf(spill, sizeof spill, "; spilled %llu bytes in %llu spell%s, at most %s on disk",
+			         (unsigned long long)spilled, (unsigned long long)atomic_load(&out->spells),
+			         atomic_load(&out->spells) == 1 ? "" : "s",
+			         human(a, 32, (double)atomic_load(&out->spill_peak)));
+		pt_msg("output %d (%s): %llu bytes, %s%s%s", i + 1, out->name,
 		       (unsigned long long)atomic_load(&out->written),
 		       st == PT_OUT_DONE      ? "done"
 		       : st != PT_OUT_DROPPED ? "stopped"
 		       : out->why[0]          ? "failed: "
 		                              : "dropped: ",
-		       st != PT_OUT_DROPPED ? "" : out->why[0] ? out->why : strerror(out->err));
+		       st != PT_OUT_DROPPED ? "" : out->why[0] ? out->why : strerror(out->err), spill);
 	}
 }
 

@@ -38,6 +38,10 @@ const char pt_usage[] =
 	"      --stats              print a summary at the end\n"
 	"      --output-error[=MODE]  on an output error: warn-nopipe (default), warn,\n"
 	"                           exit, exit-nopipe (as tee)\n"
+	"  -T, --spill=DIR          an output that falls half the buffer behind goes on\n"
+	"                           from an unlinked temporary file in DIR until it\n"
+	"                           catches up, instead of holding back the others\n"
+	"      --spill-max=SIZE     at most SIZE bytes spilled on disk (default: no bound)\n"
 	"      --no-splice          always buffer in pagepipe pages, never move data\n"
 	"                           with the kernel's splice(2) (see the man page)\n"
 	"  -h, --help               show this help and exit\n"
@@ -113,6 +117,8 @@ static const struct option longopts[] = {
 	{ "output-error", optional_argument, NULL, 3 },
 	{ "no-splice", no_argument, NULL, 4 },
 	{ "size", required_argument, NULL, 5 },
+	{ "spill", required_argument, NULL, 'T' },
+	{ "spill-max", required_argument, NULL, 6 },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -195,7 +201,7 @@ enum pt_action pt_parse_args(int argc, char *argv[], struct pt_opts *o, char *er
 	optind = 0;        /* full re-initialisation of GNU getopt */
 	opterr = 0;
 	int c;
-	while ((c = getopt_long(argc, argv, "+:i:o:x:am:s:P:p:L:qhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:i:o:x:am:s:P:p:L:T:qhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'i':
 			if (!*optarg)
@@ -275,6 +281,16 @@ enum pt_action pt_parse_args(int argc, char *argv[], struct pt_opts *o, char *er
 			if (size_arg("input size", optarg, 1, UINT64_MAX, &o->size, err, errlen))
 				return PT_USAGE_ERROR;
 			break;
+		case 'T':
+			if (!*optarg)
+				FAIL("empty spill directory name");
+			o->spill_dir = optarg;
+			break;
+		case 6:
+			if (size_arg("spill size", optarg, PT_BLOCK_MIN, UINT64_MAX, &o->spill_max, err,
+			             errlen))
+				return PT_USAGE_ERROR;
+			break;
 		case 'h':
 			return PT_HELP;
 		case 'V':
@@ -302,5 +318,10 @@ enum pt_action pt_parse_args(int argc, char *argv[], struct pt_opts *o, char *er
 		o->progress = PT_PROGRESS_NEVER;
 	if (o->block > o->memory)
 		o->block = o->memory;
+	if (o->spill_max && !o->spill_dir)
+		FAIL("--spill-max needs a spill directory (-T DIR)");
+	if (o->spill_max && o->spill_max < o->block)
+		FAIL("--spill-max (%llu bytes) is less than a block (%llu bytes)",
+		     (unsigned long long)o->spill_max, (unsigned long long)o->block);
 	return PT_RUN;
 }

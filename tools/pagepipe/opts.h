@@ -54,6 +54,9 @@ struct pt_opts {
 	bool quiet;
 	bool stats;
 	bool no_splice;                    /* --no-splice: never the kernel-splice path */
+	const char *spill_dir;             /* -T: a lagging output's backlog goes on in a
+	                                    * temporary file here; NULL: never */
+	uint64_t spill_max;                /* --spill-max: bytes on disk at most, 0: no bound */
 	enum pt_output_error output_error;
 };
 
