@@ -139,6 +139,15 @@ want_same "$T/both" "$T/slow"
 want_dir_empty
 end
 
+# The progress line shows how much of an output's lag is on disk.
+begin spill_progress_shows_disk
+rm -f "$T/slow"
+head -c $((6 * MiB)) "$in" | pp --progress=always -m 1M -T "$D" -o /dev/null -L 3M -o "$T/slow" 2>"$E"
+want_status $? 0
+tr '\r' '\n' <"$E" >"$E.lines"
+want_grep ' o2 -[0-9.]+[KM]iB \(disk [0-9.]+[KM]iB\)' "$E.lines" "the progress line"
+end
+
 # --spill-max bounds the disk: the input waits for the output to read back.
 begin spill_max_bounds_the_disk
 rm -f "$T/slow"

@@ -141,6 +141,12 @@ static void draw_progress(struct pt_engine *e, struct progress *p, bool final)
 			else
 				len += snprintf(line + len, sizeof line - (size_t)len, "  o%d -%s", i + 1,
 				                human(a, 32, (double)(fastest - w)));
+			/* -T: how much of that lag waits in its spill file. */
+			uint64_t done = atomic_load(&e->outs[i].unspilled);
+			uint64_t disk = atomic_load(&e->outs[i].spilled) - done;
+			if (disk && st != PT_OUT_DROPPED)
+				len += snprintf(line + len, sizeof line - (size_t)len, " (disk %s)",
+				                human(a, 32, (double)disk));
 		}
 	len += draw_eta(line + len, sizeof line - (size_t)len, p, out, final);
 	/* Blank what is left of a longer line drawn before (a lag that shrank
