@@ -17,8 +17,10 @@ run_one() {
 	name=$1
 	shift
 	out=$(mktemp)
+	t0=$(date +%s)
 	timeout -k 10 "$limit" "$@" >"$out" 2>"$out.err"
 	rc=$?
+	secs=$(($(date +%s) - t0)) # where CI's time goes
 	p=$(grep -c '^PASS ' "$out"); f=$(grep -c '^FAIL ' "$out"); s=$(grep -c '^SKIP ' "$out")
 	pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
 	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
@@ -29,7 +31,7 @@ run_one() {
 		failed_names="$failed_names $name"
 		sed "s|^|  $name: |" "$out"; sed "s|^|  $name: |" "$out.err" | tail -n 40
 	else
-		echo "ok   $name ($p cases$( [ $s -gt 0 ] && echo ", $s skipped"))"
+		echo "ok   $name ($p cases$( [ $s -gt 0 ] && echo ", $s skipped"), $secs s)"
 	fi
 	rm -f "$out" "$out.err"
 }
