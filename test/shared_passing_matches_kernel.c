@@ -44,6 +44,7 @@
  *     and an exec'd agent that inherited it): F_SETFL / pp_setfl in one
  *     process is seen by F_GETFL / pp_getfl and by the blocking behaviour
  *     in the others; the read end's flags are its own.
+ * PP_PASS_VERBOSE=1 prints every recorded step of both runs.
  * Timing is only an upper bound: "blocked" is "no reply within 150 ms"
  * (a false pass is possible on a very slow machine, never a false fail
  * except by a 1 s stall), and every wake-up must come within 1 s.
