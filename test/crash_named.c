@@ -9,8 +9,9 @@
  * A round: the survivor S and the victim V are forked (in random order,
  * S sometimes first and already waiting in its blocking open); V opens
  * the other side blocking and then writes records (or reads) without end;
- * V is killed after a random delay (often none, so the kill lands in V's
- * open).  Then, as fifo(7) has it:
+ * V is killed after a random delay (often none) from its fork (so the kill
+ * lands before or inside V's open) or, in half the rounds, from the return
+ * of its open (mid read or write, with the pipe's lock held or not).  Then, as fifo(7) has it:
  *   - if S's open has returned, S must finish within 1 s of the kill: a
  *     reader reads every record whole (crash.h's self-checking records) and
  *     then end of file, a writer gets EPIPE;
@@ -187,6 +188,35 @@ __attribute__((noreturn)) static void victim(int kernel, int wr, uint32_t wid)
 	_exit(0);
 }
 
+/* Is process pid asleep in a FIFO's open (waiting for the other side)?
+ * By its wchan, wait_for_partner; where the kernel hides wchan ("0"), by
+ * its state: asleep at five looks in a row. */
+static int in_fifo_open(pid_t pid)
+{
+	char p[64], buf[128];
+	snprintf(p, sizeof p, "/proc/%d/wchan", (int)pid);
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	if (n > 1)
+		return strcmp(buf, "wait_for_partner") == 0;
+	for (int streak = 0; streak < 5; streak++) {
+		snprintf(p, sizeof p, "/proc/%d/stat", (int)pid);
+		fd = open(p, O_RDONLY | O_CLOEXEC);
+		n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		buf[n > 0 ? n : 0] = 0;
+		char *c = strrchr(buf, ')');
+		if (!c || c[1] != ' ' || c[2] != 'S')
+			return 0;
+		cr_sleep_us(2000);
+	}
+	return 1;
+}
+
 /* ---- a round ---------------------------------------------------------------------- */
 
 struct tally {
@@ -229,6 +259,13 @@ static void round_once(int kernel, int victim_writes, int round, struct tally *t
 			survivor(kernel, s_wr, wid);
 		}
 	}
+	/* half the kills count from V's open (mid read or write), half from
+	 * its fork (often inside its open, or before it) */
+	if (cr_below(2)) {
+		double by = t_now() + 5;
+		while (!atomic_load(&sh->v_opened) && t_now() < by)
+			cr_sleep_us(200);
+	}
 	cr_sleep_us(cr_kill_delay_us(50000));
 	kill(v, SIGKILL);
 	int st;
@@ -260,8 +297,13 @@ static void round_once(int kernel, int victim_writes, int round, struct tally *t
 		if (v_opened)
 			fprintf(stderr, "  %s round %d: the victim had opened, the survivor still "
 			        "waits in its open\n", kernel ? "kernel" : "pagepipe", round);
-		/* play the missing peer: S waits in its open, so it counts */
+		/* play the missing peer: S waits in its open, so it counts (once
+		 * it is in the FIFO's open: a slow start, under the sanitizers,
+		 * may not have got there yet) */
 		struct nf peer;
+		double by = t_now() + 5;
+		while (atomic_load(&sh->s_state) != S_DONE && !in_fifo_open(s) && t_now() < by)
+			cr_sleep_us(1000);
 		int r;
 		double until = t_now() + BOUND_S;
 		/* (ENXIO while S is still on its way into the FIFO's open) */
