@@ -341,7 +341,13 @@ static void w_rec_reply(struct world *w, const char *label, const struct aop *o,
 
 static struct aop op(struct world *w, int code, int end, long n)
 {
-	struct aop o = { code, end, n, w->woff, 13 };
+	struct aop o;
+	memset(&o, 0, sizeof o); /* padding too: it goes over a socket */
+	o.code = code;
+	o.end = end;
+	o.n = n;
+	o.off = w->woff;
+	o.seed = 13;
 	return o;
 }
 
