@@ -35,6 +35,7 @@
  * on the kernel FIFO.  PP_CRASH_SEED repeats a run's choices.
  */
 #include "crash.h"
+#include "harness/fifo.h"
 #include "harness/helpers.h"
 
 #include <sys/stat.h>
@@ -45,45 +46,16 @@
 static char dir[64];
 static char path[128];
 
-/* ---- a FIFO, kernel or pagepipe --------------------------------------------- */
+/* ---- a FIFO, kernel or pagepipe (harness/fifo.h), at `path` ------------ */
 
-struct nf {
-	int kernel;
-	int fd;
-	struct pp_end *e;
-};
+#define nf tp_fifo
+#define nf_read tp_fifo_read
+#define nf_write tp_fifo_write
+#define nf_close tp_fifo_close
 
 static int nf_open(struct nf *f, int kernel, int wr, int nb)
 {
-	f->kernel = kernel;
-	f->fd = -1;
-	f->e = NULL;
-	if (kernel) {
-		f->fd = open(path, (wr ? O_WRONLY : O_RDONLY) | (nb ? O_NONBLOCK : 0) | O_CLOEXEC);
-		return f->fd >= 0 ? 0 : -1;
-	}
-	f->e = pp_open(path, (wr ? PP_WRONLY : PP_RDONLY) | (nb ? PP_NONBLOCK : 0));
-	return f->e ? 0 : -1;
-}
-
-static ssize_t nf_read(struct nf *f, void *buf, size_t n)
-{
-	return f->kernel ? read(f->fd, buf, n) : pp_read(f->e, buf, n);
-}
-
-static ssize_t nf_write(struct nf *f, const void *buf, size_t n)
-{
-	return f->kernel ? write(f->fd, buf, n) : pp_write(f->e, buf, n);
-}
-
-static void nf_close(struct nf *f)
-{
-	if (f->kernel && f->fd >= 0)
-		close(f->fd);
-	else if (!f->kernel && f->e)
-		pp_close(f->e);
-	f->fd = -1;
-	f->e = NULL;
+	return tp_fifo_open(f, kernel, path, wr, nb);
 }
 
 /* On the pagepipe: only the caller holds the pipe and no page is held

@@ -25,6 +25,7 @@
 #include <grp.h>
 #include <sys/stat.h>
 
+#include "harness/fifo.h"
 #include "harness/harness.h"
 #include "harness/helpers.h"
 
@@ -33,66 +34,26 @@
 static char self_exe[4096];
 static char dir[64]; /* a directory of this program's own, 0755 */
 
-/* ---- a FIFO, kernel or pagepipe ------------------------------------------ */
+/* ---- a FIFO, kernel or pagepipe (harness/fifo.h), results as -errno ---- */
 
-struct nf {
-	int kernel;
-	int fd;
-	struct pp_end *e;
-};
+#define nf tp_fifo
+#define nf_mk tp_fifo_mk
+#define nf_rm tp_fifo_rm
+#define nf_close tp_fifo_close
 
-static int nf_mk(int kernel, const char *path, mode_t mode)
-{
-	return kernel ? mkfifo(path, mode) : pp_mkfifo(path, mode);
-}
-
-static void nf_rm(int kernel, const char *path)
-{
-	if (kernel) {
-		unlink(path);
-		return;
-	}
-	static const char *const parts[] = { "w", "r", "e0", "e1", "data", "ctl" };
-	char p[256];
-	for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-		snprintf(p, sizeof p, "%s/%s", path, parts[i]);
-		unlink(p);
-	}
-	rmdir(path);
-}
-
-/* Open: 0, or -errno. */
 static long nf_open(struct nf *f, int kernel, const char *path, int wr, int nb)
 {
-	f->kernel = kernel;
-	f->fd = -1;
-	f->e = NULL;
-	if (kernel) {
-		f->fd = open(path, (wr ? O_WRONLY : O_RDONLY) | (nb ? O_NONBLOCK : 0) | O_CLOEXEC);
-		return f->fd >= 0 ? 0 : -errno;
-	}
-	f->e = pp_open(path, (wr ? PP_WRONLY : PP_RDONLY) | (nb ? PP_NONBLOCK : 0));
-	return f->e ? 0 : -errno;
+	return tp_res(tp_fifo_open(f, kernel, path, wr, nb));
 }
 
 static long nf_read(struct nf *f, void *buf, size_t n)
 {
-	return tp_res(f->kernel ? read(f->fd, buf, n) : pp_read(f->e, buf, n));
+	return tp_res(tp_fifo_read(f, buf, n));
 }
 
 static long nf_write(struct nf *f, const void *buf, size_t n)
 {
-	return tp_res(f->kernel ? write(f->fd, buf, n) : pp_write(f->e, buf, n));
-}
-
-static void nf_close(struct nf *f)
-{
-	if (f->kernel && f->fd >= 0)
-		close(f->fd);
-	else if (!f->kernel && f->e)
-		pp_close(f->e);
-	f->fd = -1;
-	f->e = NULL;
+	return tp_res(tp_fifo_write(f, buf, n));
 }
 
 static void path_of(char *p, size_t n, const char *name)

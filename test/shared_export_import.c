@@ -34,48 +34,6 @@
 
 static char self_exe[4096];
 
-/* ---- descriptors over a unix socket ------------------------------------- */
-
-static int send_fd(int sock, int fd)
-{
-	char byte = 'F';
-	struct iovec iov = { &byte, 1 };
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	memset(&u, 0, sizeof u);
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-		                .msg_controllen = sizeof u.buf };
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof fd);
-	return sendmsg(sock, &m, 0) == 1 ? 0 : -1;
-}
-
-/* The descriptor received (close-on-exec), or -1. */
-static int recv_fd(int sock)
-{
-	char byte;
-	struct iovec iov = { &byte, 1 };
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-		                .msg_controllen = sizeof u.buf };
-	if (recvmsg(sock, &m, MSG_CMSG_CLOEXEC) != 1)
-		return -1;
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-	if (!cm || cm->cmsg_type != SCM_RIGHTS)
-		return -1;
-	int fd;
-	memcpy(&fd, CMSG_DATA(cm), sizeof fd);
-	return fd;
-}
-
 static int reap(pid_t pid)
 {
 	int st;
@@ -99,7 +57,7 @@ static int helper(const char *mode, int fd)
 {
 	char buf[4];
 	if (strcmp(mode, "recv-write") == 0) {
-		int x = recv_fd(fd);
+		int x = tp_recv_fd(fd);
 		struct pp_end *w = x >= 0 ? pp_import(x) : NULL;
 		if (!w)
 			return 10;
@@ -226,7 +184,7 @@ static void import_errors(void)
 	errno = 0;
 	CHECK(pp_import(sv[0]) == NULL && errno == EINVAL);
 	/* A message on a socket that is not an export's. */
-	CHECK_EQ(send_fd(sv[1], null), 0);
+	CHECK_EQ(tp_send_fd(sv[1], null), 0);
 	errno = 0;
 	CHECK(pp_import(sv[0]) == NULL && errno == EINVAL);
 	errno = 0;
@@ -268,7 +226,7 @@ static void scm_rights_to_child(void)
 		close(sv[1]);
 		pp_close(e[0]);
 		pp_close(e[1]);
-		int x = recv_fd(sv[0]);
+		int x = tp_recv_fd(sv[0]);
 		struct pp_end *w = x >= 0 ? pp_import(x) : NULL;
 		if (!w)
 			_exit(10);
@@ -280,7 +238,7 @@ static void scm_rights_to_child(void)
 	close(sv[0]);
 	int x = pp_export(e[1]);
 	CHECK(x >= 0);
-	CHECK_EQ(send_fd(sv[1], x), 0);
+	CHECK_EQ(tp_send_fd(sv[1], x), 0);
 	close(x);
 	close(sv[1]);
 	pp_close(e[1]); /* now only the child can write */
@@ -309,7 +267,7 @@ static void scm_rights_across_exec(void)
 	close(sv[0]);
 	int x = pp_export(e[1]);
 	CHECK(x >= 0);
-	CHECK_EQ(send_fd(sv[1], x), 0);
+	CHECK_EQ(tp_send_fd(sv[1], x), 0);
 	close(x);
 	close(sv[1]);
 	pp_close(e[1]);
@@ -383,12 +341,12 @@ static void sc_in_flight(struct tp_rec *r, int kernel)
 	CHECK_EQ(tp_open(&t, kernel, kernel ? PP_NONBLOCK : PP_SHARED | PP_NONBLOCK), 0);
 	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	int x = kernel ? t.fd[1] : pp_export(t.e[1]);
-	TP_REC(r, "send", send_fd(sv[0], x));
+	TP_REC(r, "send", tp_send_fd(sv[0], x));
 	if (!kernel)
 		close(x);
 	tp_close_end(&t, 1);
 	TP_REC(r, "read: the write end is in flight", tp_res(tp_read(&t, buf, 1)));
-	int y = recv_fd(sv[1]);
+	int y = tp_recv_fd(sv[1]);
 	TP_REC(r, "received", y >= 0);
 	TP_REC(r, "read: the write end is received", tp_res(tp_read(&t, buf, 1)));
 	close(y);

@@ -523,46 +523,6 @@ static void eof_when_last_writer_everywhere_goes(void)
 	TP_BOTH_ALL(sc_eof_last_writer);
 }
 
-/* Send the driver's write end into a socket's queue that nobody reads
- * (twice); the end stays open while it sits there. */
-static int send_raw(int sock, int fd)
-{
-	char c = 'F';
-	struct iovec iov = { &c, 1 };
-	union {
-		char b[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	memset(&u, 0, sizeof u);
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
-		                .msg_controllen = sizeof u.b };
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof fd);
-	return sendmsg(sock, &m, MSG_NOSIGNAL) == 1 ? 0 : -1;
-}
-
-static int recv_raw(int sock)
-{
-	char c;
-	struct iovec iov = { &c, 1 };
-	union {
-		char b[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
-		                .msg_controllen = sizeof u.b };
-	if (recvmsg(sock, &m, MSG_CMSG_CLOEXEC) != 1)
-		return -1;
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-	int fd = -1;
-	if (cm && cm->cmsg_type == SCM_RIGHTS)
-		memcpy(&fd, CMSG_DATA(cm), sizeof fd);
-	return fd;
-}
-
 static void sc_in_flight(struct tp_rec *r, int kernel)
 {
 	struct world w;
@@ -575,7 +535,7 @@ static void sc_in_flight(struct tp_rec *r, int kernel)
 	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	for (int k = 0; k < 2; k++) {
 		int fd = kernel ? w.t.fd[1] : pp_export(w.t.e[1]);
-		TP_REC(r, "write end sent into the queue", send_raw(sv[0], fd));
+		TP_REC(r, "write end sent into the queue", tp_send_fd(sv[0], fd));
 		if (!kernel)
 			close(fd);
 	}
@@ -585,7 +545,7 @@ static void sc_in_flight(struct tp_rec *r, int kernel)
 	struct tp x = tp_of(NULL, NULL);
 	x.kernel = kernel;
 	x.fd[0] = x.fd[1] = -1;
-	CHECK_EQ(take_end(&x, 1, recv_raw(sv[1])), 0);
+	CHECK_EQ(take_end(&x, 1, tp_recv_fd(sv[1])), 0);
 	tp_fill(buf, 11, 13, (size_t)w.woff);
 	long n = tp_res(tp_write(&x, buf, 11));
 	TP_REC(r, "write through the received end", n);

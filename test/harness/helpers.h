@@ -23,7 +23,8 @@
  *   - the pool: tp_pool_stats, tp_pages_in_use;
  *   - descriptors: tp_count_fds; tp_fds_note / tp_fds_same, hooks for
  *     t_around_cases that fail a case which leaves a descriptor open;
- *   - tp_self_exe: this program's path, for cases that exec it again.
+ *   - tp_self_exe: this program's path, for cases that exec it again;
+ *   - tp_send_fd / tp_recv_fd: a descriptor over a unix socket (SCM_RIGHTS).
  *
  * Everything is static inline so that a program using only part of it
  * compiles warning-free.
@@ -43,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -353,6 +355,49 @@ static inline void tp_self_exe(char *path, size_t size)
 		exit(2);
 	}
 	path[n] = 0;
+}
+
+/* ---- descriptors over a unix socket (SCM_RIGHTS) ------------------------ */
+
+/* Send fd with one byte on sock: 0, or -1 with errno (no SIGPIPE). */
+static inline int tp_send_fd(int sock, int fd)
+{
+	char byte = 'F';
+	struct iovec iov = { &byte, 1 };
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	memset(&u, 0, sizeof u);
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+		                .msg_controllen = sizeof u.buf };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+	return sendmsg(sock, &m, MSG_NOSIGNAL) == 1 ? 0 : -1;
+}
+
+/* The descriptor received on sock (close-on-exec), or -1. */
+static inline int tp_recv_fd(int sock)
+{
+	char byte;
+	struct iovec iov = { &byte, 1 };
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+		                .msg_controllen = sizeof u.buf };
+	if (recvmsg(sock, &m, MSG_CMSG_CLOEXEC) != 1)
+		return -1;
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+	if (!cm || cm->cmsg_type != SCM_RIGHTS)
+		return -1;
+	int fd;
+	memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+	return fd;
 }
 
 #endif
