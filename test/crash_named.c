@@ -344,17 +344,7 @@ static void run_case(int victim_writes)
 		fprintf(stderr, "  %s: %ld rounds: %d finished after the kill, %d waited in their "
 		        "open until the test opened the other side\n",
 		        kernel ? "kernel FIFO" : "named pagepipe", rounds, ty.direct, ty.needed_peer);
-		if (kernel) {
-			unlink(path);
-		} else {
-			static const char *const parts[] = { "w", "r", "e0", "e1", "data", "ctl" };
-			char p[256];
-			for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-				snprintf(p, sizeof p, "%s/%s", path, parts[i]);
-				unlink(p);
-			}
-			rmdir(path);
-		}
+		tp_fifo_rm(kernel, path);
 	}
 	CHECK_EQ(atomic_load(cr_fails), 0);
 	atomic_store(cr_fails, 0);
