@@ -57,7 +57,9 @@ struct pt_output {
 	bool started;          /* thread created */
 	struct pt_share *share; /* the outputs writing at one position with this
 	                         * one (engine.c, "shared positions"), or NULL */
-	/* Written by the output's thread, read by anyone. */
+	/* Written by the output's thread (on the splice path also by the input
+	 * thread while it goes straight through, when the output thread has
+	 * nothing to write: engine_kernel.c), read by anyone. */
 	_Atomic uint64_t written;
 	_Atomic int state;     /* enum pt_out_state */
 	int err;               /* errno that dropped it; valid once state is DROPPED */

@@ -20,6 +20,21 @@
  * or is full, publishes its byte count in filled[w % n] and moves to w + 1
  * once the output thread has finished that pipe's previous lap (w - r < n).
  *
+ * Straight through (one output, the input or the output a pipe): while the
+ * chain is empty, that is the output has written every byte read
+ * (out->written == bytes_in: the output thread counts a write after making
+ * it, and only the input thread puts bytes in the chain), the input thread
+ * splices from the input to the output itself, one system call a producer
+ * write where the chain takes two threads and four calls.  The output
+ * thread then finds its pipe empty and sleeps; no write of its can be under
+ * way, so the input thread's writes come after everything written before.
+ * When the output cannot take more (a splice finds the input ready and the
+ * output not), the bytes go to the chain, and the output thread writes
+ * them; once it has caught up, the input goes straight through again.  The
+ * input thread then also counts out->written.  A straight splice failing
+ * otherwise turns this off for the run: the same bytes then go through the
+ * chain, whose splices tell an input error from an output error as ever.
+ *
  * With several, the input thread fills a private stage pipe, then hands the
  * whole stage to pipe w of every chain: tee(2) to all but the last output
  * still running, splice(2) to the last.  Pipe w of each chain is empty and
@@ -90,6 +105,8 @@ struct kernel_path {
 	int stage[2];                         /* tee: the input thread's stage pipe */
 	int room_efd;                         /* outputs -> input, "a pipe is free" */
 	int sink_fd;                          /* tee: /dev/null, to discard a dropped output's data */
+	bool straight;                        /* one output, and the input or the output is a
+	                                       * pipe: it may go straight through (set up once) */
 	_Atomic uint64_t wseq;                /* the pipe every chain fills next
 	                                       * (free-running; input thread) */
 	_Atomic bool eof;                     /* filled[wseq % n] is the last */
@@ -226,12 +243,53 @@ static enum in_step input_splice(struct kernel_path *kp, int fd, uint64_t *held,
 	return fd_ready(fd, POLLOUT) ? IN_IDLE : IN_FULL;
 }
 
-/* One output: the input thread splices straight into the output's chain. */
+/*
+ * One output, straight through: the input thread splices from the input to
+ * the output itself, with no chain and no output thread in between, while
+ * the chain is empty (see "Straight through" above).  Nothing moved:
+ * IN_IDLE when the input has nothing, IN_FULL when the output cannot take
+ * more now (then the bytes go to the chain), told apart only when the
+ * input was ready (input_ready) and then by a poll(2) of the output.  Any
+ * other error is left to the chain (*straight turned off): the chain's
+ * splices find it again, and tell the input's from the output's.
+ */
+static enum in_step input_straight(struct kernel_path *kp, bool input_ready, bool *straight,
+                                   bool *short_move)
+{
+	struct pt_engine *e = kp->e;
+	struct pt_output *out = &e->outs[0];
+	ssize_t got;
+	do
+		got = splice(e->in_fd, NULL, out->fd, NULL, e->o->block,
+		             SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+	while (got < 0 && errno == EINTR);
+	if (got > 0) {
+		pt_input_took(e, got);
+		atomic_fetch_add(&out->written, (uint64_t)got);
+		*short_move = (size_t)got < e->o->block;
+		return IN_MOVED;
+	}
+	if (got == 0) {
+		pt_input_took(e, 0); /* end of input */
+		return IN_END;
+	}
+	if (errno != EAGAIN) {
+		*straight = false;
+		return IN_FULL;
+	}
+	if (!input_ready)
+		return IN_IDLE;
+	return fd_ready(out->fd, POLLOUT) ? IN_IDLE : IN_FULL;
+}
+
+/* One output: the input thread splices into the output's chain, or
+ * straight through to the output while the chain is empty. */
 void *pt_splice_input_main(void *engine)
 {
 	struct pt_engine *e = engine;
 	struct kernel_path *kp = e->state;
 	struct kchain *k = kp->chain[0];
+	struct pt_output *out = &e->outs[0];
 	uint64_t w = 0, in_w = 0; /* pipe being filled, bytes in it */
 	/*
 	 * Nothing moved: the input is empty (the usual case with a producer
@@ -243,8 +301,30 @@ void *pt_splice_input_main(void *engine)
 	 * the pipe must be full).
 	 */
 	bool waited = false;
+	bool straight = kp->straight; /* may go straight through (see above) */
 
-	while (!atomic_load(&e->fatal) && pt_out_running(&e->outs[0])) {
+	while (!atomic_load(&e->fatal) && pt_out_running(out)) {
+		/* The chain is empty when the output has written every byte
+		 * read (the output thread counts a write after making it). */
+		if (straight && atomic_load(&out->written) == atomic_load(&e->bytes_in)) {
+			bool short_move = false;
+			enum in_step st = input_straight(kp, waited, &straight, &short_move);
+			if (st == IN_END)
+				break;
+			if (st != IN_FULL) {
+				/* Moved less than a block, or nothing: the input is
+				 * most likely empty now; wait for it rather than
+				 * splice for EAGAIN (poll(2) returns at once if more
+				 * came). */
+				waited = false;
+				if (st == IN_IDLE || short_move) {
+					pt_wait_fd(e->in_fd, POLLIN, -1);
+					waited = true;
+				}
+				continue;
+			}
+			/* The output is not ready: the input goes to the chain. */
+		}
 		bool was_empty = in_w == 0;
 		uint64_t before = in_w;
 		enum in_step st = input_splice(kp, chain_wfd(k, w), &in_w, waited);
@@ -465,6 +545,12 @@ void *pt_kernel_output_main(void *out_arg)
 
 /* ---- setting up and releasing ----------------------------------------- */
 
+static bool is_pipe(int fd)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+}
+
 /* Can splice(2) take this descriptor (as an input, or as an output)? */
 static bool spliceable(int fd, bool output)
 {
@@ -573,6 +659,8 @@ bool pt_kernel_setup(struct pt_engine *e)
 		kernel_path_free(kp);
 		return false;
 	}
+	/* splice(2) needs a pipe on one side to go straight through. */
+	kp->straight = e->n == 1 && (is_pipe(e->in_fd) || is_pipe(e->outs[0].fd));
 	e->state = kp;
 	e->path = e->n == 1 ? PT_PATH_SPLICE : PT_PATH_TEE;
 	return true;
