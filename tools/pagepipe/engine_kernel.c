@@ -203,7 +203,7 @@ static void chain_wait_room(struct kernel_path *kp, int i, uint64_t w)
 	struct kchain *k = kp->chain[i];
 	while (w - atomic_load(&k->rseq) >= (uint64_t)atomic_load(&k->n) &&
 	       !atomic_load(&kp->e->fatal) && pt_out_running(&kp->e->outs[i]))
-		pt_wait_fd(kp->room_efd, POLLIN, -1);
+		pt_wait_fd(-1, POLLIN, kp->room_efd); /* and clear it, or poll(2) spins */
 }
 
 /* ---- the input thread ---------------------------------------------- */
