@@ -49,8 +49,16 @@
  * Each output thread drains pipe r of its chain; once it has written
  * filled[r % n] bytes it marks the pipe free and moves on.  Both sides
  * splice with SPLICE_F_NONBLOCK and sleep in poll(2), so each can tell "my
- * pipe is full/empty" from "the descriptor is not ready"; they wake each
- * other through eventfds (data_efd per chain, room_efd for the input).
+ * pipe is full/empty" from "the descriptor is not ready".  An output
+ * sleeps polling its pipe and its chain's eventfd (data_efd): bytes put in
+ * the pipe wake it without a signal.  So with several outputs the input
+ * publishes a round (filled[] of every chain, then wseq) before it puts
+ * the bytes in, and signals data_efd only where the output may wait for a
+ * pipe not made yet (the first lap) and at the end; the single-output
+ * input signals it when it starts a pipe.  The input sleeps on room_efd
+ * for a free pipe, or for an output to run dry; an output signals it
+ * after moving on only while the input says it waits (room_wait), which
+ * costs a write(2) and a read(2) a round otherwise.
  *
  * The engine front (engine.c) tries this path when no option needs the
  * data in memory; pt_kernel_setup takes it only when the input and every
@@ -104,6 +112,13 @@ struct kernel_path {
 	int cap;                              /* the kernel pipes' size in bytes */
 	int stage[2];                         /* tee: the input thread's stage pipe */
 	int room_efd;                         /* outputs -> input, "a pipe is free" */
+	/* The input thread is about to wait on room_efd, or waits: set by it
+	 * before it tests whether it must (an output's rseq), cleared after.
+	 * An output signals room_efd after storing rseq only when it sees
+	 * this set; both are seq_cst, so either the input's test sees the new
+	 * rseq or the output sees the flag (no wakeup is lost, and none is
+	 * made while the input waits for the input alone). */
+	_Atomic bool room_wait;
 	int sink_fd;                          /* tee: /dev/null, to discard a dropped output's data */
 	bool straight;                        /* one output, and the input or the output is a
 	                                       * pipe: it may go straight through (set up once) */
@@ -201,9 +216,11 @@ static void chains_advance(struct kernel_path *kp, uint64_t w)
 static void chain_wait_room(struct kernel_path *kp, int i, uint64_t w)
 {
 	struct kchain *k = kp->chain[i];
+	atomic_store(&kp->room_wait, true); /* before the test: see room_wait */
 	while (w - atomic_load(&k->rseq) >= (uint64_t)atomic_load(&k->n) &&
 	       !atomic_load(&kp->e->fatal) && pt_out_running(&kp->e->outs[i]))
 		pt_wait_fd(-1, POLLIN, kp->room_efd); /* and clear it, or poll(2) spins */
+	atomic_store(&kp->room_wait, false);
 }
 
 /* ---- the input thread ---------------------------------------------- */
@@ -386,6 +403,14 @@ static bool stage_hand_over(struct kernel_path *kp, uint64_t w, uint64_t bytes)
 	}
 	if (last < 0 || atomic_load(&e->fatal))
 		return false;
+	/* Publish first, then put the bytes in: an output waiting on pipe w
+	 * wakes on the bytes (poll(2) on the pipe) and finds its count
+	 * there, so no eventfd is needed; one that sees the count first
+	 * waits for the bytes the same way. */
+	for (int i = 0; i <= last; i++)
+		if (pt_out_running(&e->outs[i]) || i == last)
+			chain_fill(kp->chain[i], w, bytes);
+	atomic_store(&kp->wseq, w + 1);
 	for (int i = 0; i <= last; i++) {
 		struct pt_output *out = &e->outs[i];
 		struct kchain *k = kp->chain[i];
@@ -405,9 +430,11 @@ static bool stage_hand_over(struct kernel_path *kp, uint64_t w, uint64_t bytes)
 			pt_set_fatal(e);
 			return false;
 		}
-		chain_fill(k, w, bytes);
+		/* On the first lap an output may wait for pipe w to be made,
+		 * on its eventfd alone. */
+		if (w < (uint64_t)atomic_load(&k->n))
+			efd_signal(k->data_efd);
 	}
-	chains_advance(kp, w + 1);
 	return true;
 }
 
@@ -418,22 +445,45 @@ void *pt_tee_input_main(void *engine)
 	struct kernel_path *kp = e->state;
 	uint64_t w = 0, staged = 0; /* next pipe of every chain, bytes in the stage */
 	bool more = true;
+	bool waited = false; /* as in pt_splice_input_main */
 
 	while (more && !atomic_load(&e->fatal)) {
-		enum in_step st = input_splice(kp, kp->stage[1], &staged, true);
-		if (st == IN_MOVED)
+		enum in_step st = input_splice(kp, kp->stage[1], &staged, waited);
+		if (st == IN_MOVED) {
+			waited = false;
 			continue;
+		}
 		if (st == IN_END)
 			break;
-		if (st == IN_IDLE && (!staged || !outputs_hungry(kp, w))) {
-			/* The input is not ready, and nothing presses: wait for
-			 * it, or for an output to move on to its next pipe. */
-			pt_wait_fd(e->in_fd, POLLIN, kp->room_efd);
+		if (st == IN_IDLE && !staged) {
+			pt_wait_fd(e->in_fd, POLLIN, -1);
+			waited = true;
 			continue;
+		}
+		if (st == IN_IDLE) {
+			/* The input is not ready: hand the stage over if some
+			 * output runs dry, else wait for the input or for an
+			 * output to move on to its next pipe (see room_wait). */
+			atomic_store(&kp->room_wait, true);
+			bool hungry = outputs_hungry(kp, w);
+			if (!hungry)
+				pt_wait_fd(e->in_fd, POLLIN, kp->room_efd);
+			atomic_store(&kp->room_wait, false);
+			if (!hungry) {
+				waited = true;
+				continue;
+			}
 		}
 		more = stage_hand_over(kp, w, staged);
 		w += more;
 		staged = 0;
+		waited = false;
+		if (st == IN_IDLE && more) {
+			/* The input was empty: wait for it rather than splice
+			 * for EAGAIN. */
+			pt_wait_fd(e->in_fd, POLLIN, -1);
+			waited = true;
+		}
 	}
 	/* What was read before the end (or an input error) still goes out. */
 	if (staged && more && !atomic_load(&e->fatal) && stage_hand_over(kp, w, staged))
@@ -487,11 +537,19 @@ void *pt_kernel_output_main(void *out_arg)
 			atomic_store(&k->filled[idx], OPEN_PIPE);
 			atomic_store(&k->rseq, ++r);
 			done = 0;
-			efd_signal(kp->room_efd);
+			if (atomic_load(&kp->room_wait))
+				efd_signal(kp->room_efd);
 			continue;
 		}
 		if (rfd < 0) { /* the input has not reached this pipe yet */
 			pt_wait_fd(-1, POLLIN, k->data_efd);
+			continue;
+		}
+		if (filled == OPEN_PIPE && kp->stage[0] >= 0) {
+			/* Several outputs: the input publishes filled[] before it
+			 * puts a pipe's bytes in, so this pipe is empty; the
+			 * bytes, or the end (the eventfd), wake us. */
+			pt_wait_fd(rfd, POLLIN, k->data_efd);
 			continue;
 		}
 		size_t len = e->o->block;
