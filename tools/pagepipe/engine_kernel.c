@@ -34,6 +34,12 @@
  * input thread then also counts out->written.  A straight splice failing
  * otherwise turns this off for the run: the same bytes then go through the
  * chain, whose splices tell an input error from an output error as ever.
+ * To a regular file or /dev/null, which are never "not ready", the
+ * straight splice blocks (no SPLICE_F_NONBLOCK, no poll(2) for the input):
+ * one call a producer write, as cat's read(2) sleeps.  It can only sleep
+ * for the input, like cat; the output thread has nothing to write (so
+ * nothing to fail) meanwhile, and SIGINT/SIGTERM end the process from
+ * main.c's signal thread.
  *
  * With several, the input thread fills a private stage pipe, then hands the
  * whole stage to pipe w of every chain: tee(2) to all but the last output
@@ -122,6 +128,9 @@ struct kernel_path {
 	int sink_fd;                          /* tee: /dev/null, to discard a dropped output's data */
 	bool straight;                        /* one output, and the input or the output is a
 	                                       * pipe: it may go straight through (set up once) */
+	bool straight_blocks;                 /* and the output is a regular file or /dev/null,
+	                                       * never "not ready": straight splices may block
+	                                       * (set up once) */
 	_Atomic uint64_t wseq;                /* the pipe every chain fills next
 	                                       * (free-running; input thread) */
 	_Atomic bool eof;                     /* filled[wseq % n] is the last */
@@ -278,7 +287,7 @@ static enum in_step input_straight(struct kernel_path *kp, bool input_ready, boo
 	ssize_t got;
 	do
 		got = splice(e->in_fd, NULL, out->fd, NULL, e->o->block,
-		             SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		             SPLICE_F_MOVE | (kp->straight_blocks ? 0 : SPLICE_F_NONBLOCK));
 	while (got < 0 && errno == EINTR);
 	if (got > 0) {
 		pt_input_took(e, got);
@@ -334,7 +343,7 @@ void *pt_splice_input_main(void *engine)
 				 * splice for EAGAIN (poll(2) returns at once if more
 				 * came). */
 				waited = false;
-				if (st == IN_IDLE || short_move) {
+				if (st == IN_IDLE || (short_move && !kp->straight_blocks)) {
 					pt_wait_fd(e->in_fd, POLLIN, -1);
 					waited = true;
 				}
@@ -719,6 +728,9 @@ bool pt_kernel_setup(struct pt_engine *e)
 	}
 	/* splice(2) needs a pipe on one side to go straight through. */
 	kp->straight = e->n == 1 && (is_pipe(e->in_fd) || is_pipe(e->outs[0].fd));
+	struct stat st;
+	kp->straight_blocks = kp->straight && fstat(e->outs[0].fd, &st) == 0 &&
+	                      (S_ISREG(st.st_mode) || S_ISCHR(st.st_mode));
 	e->state = kp;
 	e->path = e->n == 1 ? PT_PATH_SPLICE : PT_PATH_TEE;
 	return true;
