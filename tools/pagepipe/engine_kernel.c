@@ -39,7 +39,11 @@
  * one call a producer write, as cat's read(2) sleeps.  It can only sleep
  * for the input, like cat; the output thread has nothing to write (so
  * nothing to fail) meanwhile, and SIGINT/SIGTERM end the process from
- * main.c's signal thread.
+ * main.c's signal thread.  To a pipe, after a move that left the input's
+ * total inside a page (a producer writing less than a page at a time),
+ * the input thread pauses 20 us before it waits for more, so that the
+ * producer's small writes fill the page rather than take an output pipe
+ * slot each.
  *
  * With several, the input thread fills a private stage pipe, then hands the
  * whole stage to pipe w of every chain: tee(2) to all but the last output
@@ -83,6 +87,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "endpoint.h"
@@ -343,6 +348,17 @@ void *pt_splice_input_main(void *engine)
 				 * splice for EAGAIN (poll(2) returns at once if more
 				 * came). */
 				waited = false;
+				/* A producer writing less than a page at a time: the
+				 * move took its last page partly filled, and each
+				 * such page takes a slot of the output pipe (16 in a
+				 * default pipe: 8 KiB of dd's 512-byte writes fill
+				 * it).  Let the producer fill the page first (a pipe
+				 * merges small writes into its last page): a pause of
+				 * 20 us, after the bytes went out, so nothing waits
+				 * on it but the bytes after them. */
+				if (st == IN_MOVED && short_move && !kp->straight_blocks &&
+				    atomic_load(&e->bytes_in) % 4096 != 0)
+					nanosleep(&(struct timespec){ .tv_nsec = 20000 }, NULL);
 				if (st == IN_IDLE || (short_move && !kp->straight_blocks)) {
 					pt_wait_fd(e->in_fd, POLLIN, -1);
 					waited = true;
