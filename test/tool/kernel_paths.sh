@@ -88,6 +88,41 @@ for m in 64K 100K 1M 3M; do
 	end
 done
 
+# One output with a pipe on one side goes straight through (input to
+# output in one splice) while the output keeps up, and through the chain
+# while it cannot; a reader that stalls now and then makes it switch many
+# times, with producers of odd write sizes: every byte, in order.
+for src in "cat" "dd bs=4k" "dd bs=1000" "dd bs=100000"; do
+	begin "one_output_straight_and_chain_$(echo "$src" | tr ' =' '__')"
+	rm -f "$T/o1"
+	case $src in
+	cat) prod() { cat "$in"; } ;;
+	*) prod() { $src if="$in" 2>/dev/null; } ;;
+	esac
+	prod | pp --stats -m 1M 2>"$E" | {
+		for i in 1 2 3 4 5 6; do
+			dd bs=64k count=24 iflag=fullblock 2>/dev/null
+			sleep 0.1
+		done
+		cat
+	} >"$T/o1"
+	st=("${PIPESTATUS[@]}")
+	want_status "${st[1]}" 0
+	want_same "$in" "$T/o1"
+	want_grep 'by splice' "$E" "the --stats path"
+	end
+done
+
+# The same with a reader that takes a few bytes and leaves: dropped, the
+# rest of the input not waited for.
+begin one_output_straight_reader_leaves
+yes 'pagepipe endless input' | pp --stats -m 1M 2>"$E" | head -c 100000 >/dev/null
+st=("${PIPESTATUS[@]}")
+want_status "${st[1]}" 0
+want_grep 'by splice' "$E" "the --stats path"
+want_grep '^pagepipe: output 1 .*dropped: Broken pipe$' "$E" stats
+end
+
 # A trickling input: each piece reaches both outputs while the writer
 # still holds the pipe open (the stage is handed on when outputs run dry,
 # not only when it is full).

@@ -66,7 +66,9 @@ struct pt_output {
 	_Atomic uint64_t unspilled;
 	_Atomic uint64_t spill_peak;
 	_Atomic uint64_t spells;   /* times it started to spill (the input thread) */
-	/* Written by the output's thread, read by anyone. */
+	/* Written by the output's thread (on the splice path also by the input
+	 * thread while it goes straight through, when the output thread has
+	 * nothing to write: engine_kernel.c), read by anyone. */
 	_Atomic uint64_t written;
 	_Atomic int state;     /* enum pt_out_state */
 	int err;               /* errno that dropped it; valid once state is DROPPED */

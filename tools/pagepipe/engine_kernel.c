@@ -20,6 +20,31 @@
  * or is full, publishes its byte count in filled[w % n] and moves to w + 1
  * once the output thread has finished that pipe's previous lap (w - r < n).
  *
+ * Straight through (one output, the input or the output a pipe): while the
+ * chain is empty, that is the output has written every byte read
+ * (out->written == bytes_in: the output thread counts a write after making
+ * it, and only the input thread puts bytes in the chain), the input thread
+ * splices from the input to the output itself, one system call a producer
+ * write where the chain takes two threads and four calls.  The output
+ * thread then finds its pipe empty and sleeps; no write of its can be under
+ * way, so the input thread's writes come after everything written before.
+ * When the output cannot take more (a splice finds the input ready and the
+ * output not), the bytes go to the chain, and the output thread writes
+ * them; once it has caught up, the input goes straight through again.  The
+ * input thread then also counts out->written.  A straight splice failing
+ * otherwise turns this off for the run: the same bytes then go through the
+ * chain, whose splices tell an input error from an output error as ever.
+ * To a regular file or /dev/null, which are never "not ready", the
+ * straight splice blocks (no SPLICE_F_NONBLOCK, no poll(2) for the input):
+ * one call a producer write, as cat's read(2) sleeps.  It can only sleep
+ * for the input, like cat; the output thread has nothing to write (so
+ * nothing to fail) meanwhile, and SIGINT/SIGTERM end the process from
+ * main.c's signal thread.  To a pipe, after a move that left the input's
+ * total inside a page (a producer writing less than a page at a time),
+ * the input thread pauses 20 us before it waits for more, so that the
+ * producer's small writes fill the page rather than take an output pipe
+ * slot each.
+ *
  * With several, the input thread fills a private stage pipe, then hands the
  * whole stage to pipe w of every chain: tee(2) to all but the last output
  * still running, splice(2) to the last.  Pipe w of each chain is empty and
@@ -34,8 +59,16 @@
  * Each output thread drains pipe r of its chain; once it has written
  * filled[r % n] bytes it marks the pipe free and moves on.  Both sides
  * splice with SPLICE_F_NONBLOCK and sleep in poll(2), so each can tell "my
- * pipe is full/empty" from "the descriptor is not ready"; they wake each
- * other through eventfds (data_efd per chain, room_efd for the input).
+ * pipe is full/empty" from "the descriptor is not ready".  An output
+ * sleeps polling its pipe and its chain's eventfd (data_efd): bytes put in
+ * the pipe wake it without a signal.  So with several outputs the input
+ * publishes a round (filled[] of every chain, then wseq) before it puts
+ * the bytes in, and signals data_efd only where the output may wait for a
+ * pipe not made yet (the first lap) and at the end; the single-output
+ * input signals it when it starts a pipe.  The input sleeps on room_efd
+ * for a free pipe, or for an output to run dry; an output signals it
+ * after moving on only while the input says it waits (room_wait), which
+ * costs a write(2) and a read(2) a round otherwise.
  *
  * The engine front (engine.c) tries this path when no option needs the
  * data in memory; pt_kernel_setup takes it only when the input and every
@@ -54,6 +87,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "endpoint.h"
@@ -89,7 +123,19 @@ struct kernel_path {
 	int cap;                              /* the kernel pipes' size in bytes */
 	int stage[2];                         /* tee: the input thread's stage pipe */
 	int room_efd;                         /* outputs -> input, "a pipe is free" */
+	/* The input thread is about to wait on room_efd, or waits: set by it
+	 * before it tests whether it must (an output's rseq), cleared after.
+	 * An output signals room_efd after storing rseq only when it sees
+	 * this set; both are seq_cst, so either the input's test sees the new
+	 * rseq or the output sees the flag (no wakeup is lost, and none is
+	 * made while the input waits for the input alone). */
+	_Atomic bool room_wait;
 	int sink_fd;                          /* tee: /dev/null, to discard a dropped output's data */
+	bool straight;                        /* one output, and the input or the output is a
+	                                       * pipe: it may go straight through (set up once) */
+	bool straight_blocks;                 /* and the output is a regular file or /dev/null,
+	                                       * never "not ready": straight splices may block
+	                                       * (set up once) */
 	_Atomic uint64_t wseq;                /* the pipe every chain fills next
 	                                       * (free-running; input thread) */
 	_Atomic bool eof;                     /* filled[wseq % n] is the last */
@@ -184,9 +230,11 @@ static void chains_advance(struct kernel_path *kp, uint64_t w)
 static void chain_wait_room(struct kernel_path *kp, int i, uint64_t w)
 {
 	struct kchain *k = kp->chain[i];
+	atomic_store(&kp->room_wait, true); /* before the test: see room_wait */
 	while (w - atomic_load(&k->rseq) >= (uint64_t)atomic_load(&k->n) &&
 	       !atomic_load(&kp->e->fatal) && pt_out_running(&kp->e->outs[i]))
-		pt_wait_fd(kp->room_efd, POLLIN, -1);
+		pt_wait_fd(-1, POLLIN, kp->room_efd); /* and clear it, or poll(2) spins */
+	atomic_store(&kp->room_wait, false);
 }
 
 /* ---- the input thread ---------------------------------------------- */
@@ -226,12 +274,53 @@ static enum in_step input_splice(struct kernel_path *kp, int fd, uint64_t *held,
 	return fd_ready(fd, POLLOUT) ? IN_IDLE : IN_FULL;
 }
 
-/* One output: the input thread splices straight into the output's chain. */
+/*
+ * One output, straight through: the input thread splices from the input to
+ * the output itself, with no chain and no output thread in between, while
+ * the chain is empty (see "Straight through" above).  Nothing moved:
+ * IN_IDLE when the input has nothing, IN_FULL when the output cannot take
+ * more now (then the bytes go to the chain), told apart only when the
+ * input was ready (input_ready) and then by a poll(2) of the output.  Any
+ * other error is left to the chain (*straight turned off): the chain's
+ * splices find it again, and tell the input's from the output's.
+ */
+static enum in_step input_straight(struct kernel_path *kp, bool input_ready, bool *straight,
+                                   bool *short_move)
+{
+	struct pt_engine *e = kp->e;
+	struct pt_output *out = &e->outs[0];
+	ssize_t got;
+	do
+		got = splice(e->in_fd, NULL, out->fd, NULL, e->o->block,
+		             SPLICE_F_MOVE | (kp->straight_blocks ? 0 : SPLICE_F_NONBLOCK));
+	while (got < 0 && errno == EINTR);
+	if (got > 0) {
+		pt_input_took(e, got);
+		atomic_fetch_add(&out->written, (uint64_t)got);
+		*short_move = (size_t)got < e->o->block;
+		return IN_MOVED;
+	}
+	if (got == 0) {
+		pt_input_took(e, 0); /* end of input */
+		return IN_END;
+	}
+	if (errno != EAGAIN) {
+		*straight = false;
+		return IN_FULL;
+	}
+	if (!input_ready)
+		return IN_IDLE;
+	return fd_ready(out->fd, POLLOUT) ? IN_IDLE : IN_FULL;
+}
+
+/* One output: the input thread splices into the output's chain, or
+ * straight through to the output while the chain is empty. */
 void *pt_splice_input_main(void *engine)
 {
 	struct pt_engine *e = engine;
 	struct kernel_path *kp = e->state;
 	struct kchain *k = kp->chain[0];
+	struct pt_output *out = &e->outs[0];
 	uint64_t w = 0, in_w = 0; /* pipe being filled, bytes in it */
 	/*
 	 * Nothing moved: the input is empty (the usual case with a producer
@@ -243,8 +332,41 @@ void *pt_splice_input_main(void *engine)
 	 * the pipe must be full).
 	 */
 	bool waited = false;
+	bool straight = kp->straight; /* may go straight through (see above) */
 
-	while (!atomic_load(&e->fatal) && pt_out_running(&e->outs[0])) {
+	while (!atomic_load(&e->fatal) && pt_out_running(out)) {
+		/* The chain is empty when the output has written every byte
+		 * read (the output thread counts a write after making it). */
+		if (straight && atomic_load(&out->written) == atomic_load(&e->bytes_in)) {
+			bool short_move = false;
+			enum in_step st = input_straight(kp, waited, &straight, &short_move);
+			if (st == IN_END)
+				break;
+			if (st != IN_FULL) {
+				/* Moved less than a block, or nothing: the input is
+				 * most likely empty now; wait for it rather than
+				 * splice for EAGAIN (poll(2) returns at once if more
+				 * came). */
+				waited = false;
+				/* A producer writing less than a page at a time: the
+				 * move took its last page partly filled, and each
+				 * such page takes a slot of the output pipe (16 in a
+				 * default pipe: 8 KiB of dd's 512-byte writes fill
+				 * it).  Let the producer fill the page first (a pipe
+				 * merges small writes into its last page): a pause of
+				 * 20 us, after the bytes went out, so nothing waits
+				 * on it but the bytes after them. */
+				if (st == IN_MOVED && short_move && !kp->straight_blocks &&
+				    atomic_load(&e->bytes_in) % 4096 != 0)
+					nanosleep(&(struct timespec){ .tv_nsec = 20000 }, NULL);
+				if (st == IN_IDLE || (short_move && !kp->straight_blocks)) {
+					pt_wait_fd(e->in_fd, POLLIN, -1);
+					waited = true;
+				}
+				continue;
+			}
+			/* The output is not ready: the input goes to the chain. */
+		}
 		bool was_empty = in_w == 0;
 		uint64_t before = in_w;
 		enum in_step st = input_splice(kp, chain_wfd(k, w), &in_w, waited);
@@ -306,6 +428,14 @@ static bool stage_hand_over(struct kernel_path *kp, uint64_t w, uint64_t bytes)
 	}
 	if (last < 0 || atomic_load(&e->fatal))
 		return false;
+	/* Publish first, then put the bytes in: an output waiting on pipe w
+	 * wakes on the bytes (poll(2) on the pipe) and finds its count
+	 * there, so no eventfd is needed; one that sees the count first
+	 * waits for the bytes the same way. */
+	for (int i = 0; i <= last; i++)
+		if (pt_out_running(&e->outs[i]) || i == last)
+			chain_fill(kp->chain[i], w, bytes);
+	atomic_store(&kp->wseq, w + 1);
 	for (int i = 0; i <= last; i++) {
 		struct pt_output *out = &e->outs[i];
 		struct kchain *k = kp->chain[i];
@@ -325,9 +455,11 @@ static bool stage_hand_over(struct kernel_path *kp, uint64_t w, uint64_t bytes)
 			pt_set_fatal(e);
 			return false;
 		}
-		chain_fill(k, w, bytes);
+		/* On the first lap an output may wait for pipe w to be made,
+		 * on its eventfd alone. */
+		if (w < (uint64_t)atomic_load(&k->n))
+			efd_signal(k->data_efd);
 	}
-	chains_advance(kp, w + 1);
 	return true;
 }
 
@@ -338,22 +470,45 @@ void *pt_tee_input_main(void *engine)
 	struct kernel_path *kp = e->state;
 	uint64_t w = 0, staged = 0; /* next pipe of every chain, bytes in the stage */
 	bool more = true;
+	bool waited = false; /* as in pt_splice_input_main */
 
 	while (more && !atomic_load(&e->fatal)) {
-		enum in_step st = input_splice(kp, kp->stage[1], &staged, true);
-		if (st == IN_MOVED)
+		enum in_step st = input_splice(kp, kp->stage[1], &staged, waited);
+		if (st == IN_MOVED) {
+			waited = false;
 			continue;
+		}
 		if (st == IN_END)
 			break;
-		if (st == IN_IDLE && (!staged || !outputs_hungry(kp, w))) {
-			/* The input is not ready, and nothing presses: wait for
-			 * it, or for an output to move on to its next pipe. */
-			pt_wait_fd(e->in_fd, POLLIN, kp->room_efd);
+		if (st == IN_IDLE && !staged) {
+			pt_wait_fd(e->in_fd, POLLIN, -1);
+			waited = true;
 			continue;
+		}
+		if (st == IN_IDLE) {
+			/* The input is not ready: hand the stage over if some
+			 * output runs dry, else wait for the input or for an
+			 * output to move on to its next pipe (see room_wait). */
+			atomic_store(&kp->room_wait, true);
+			bool hungry = outputs_hungry(kp, w);
+			if (!hungry)
+				pt_wait_fd(e->in_fd, POLLIN, kp->room_efd);
+			atomic_store(&kp->room_wait, false);
+			if (!hungry) {
+				waited = true;
+				continue;
+			}
 		}
 		more = stage_hand_over(kp, w, staged);
 		w += more;
 		staged = 0;
+		waited = false;
+		if (st == IN_IDLE && more) {
+			/* The input was empty: wait for it rather than splice
+			 * for EAGAIN. */
+			pt_wait_fd(e->in_fd, POLLIN, -1);
+			waited = true;
+		}
 	}
 	/* What was read before the end (or an input error) still goes out. */
 	if (staged && more && !atomic_load(&e->fatal) && stage_hand_over(kp, w, staged))
@@ -407,11 +562,19 @@ void *pt_kernel_output_main(void *out_arg)
 			atomic_store(&k->filled[idx], OPEN_PIPE);
 			atomic_store(&k->rseq, ++r);
 			done = 0;
-			efd_signal(kp->room_efd);
+			if (atomic_load(&kp->room_wait))
+				efd_signal(kp->room_efd);
 			continue;
 		}
 		if (rfd < 0) { /* the input has not reached this pipe yet */
 			pt_wait_fd(-1, POLLIN, k->data_efd);
+			continue;
+		}
+		if (filled == OPEN_PIPE && kp->stage[0] >= 0) {
+			/* Several outputs: the input publishes filled[] before it
+			 * puts a pipe's bytes in, so this pipe is empty; the
+			 * bytes, or the end (the eventfd), wake us. */
+			pt_wait_fd(rfd, POLLIN, k->data_efd);
 			continue;
 		}
 		size_t len = e->o->block;
@@ -464,6 +627,12 @@ void *pt_kernel_output_main(void *out_arg)
 }
 
 /* ---- setting up and releasing ----------------------------------------- */
+
+static bool is_pipe(int fd)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+}
 
 /* Can splice(2) take this descriptor (as an input, or as an output)? */
 static bool spliceable(int fd, bool output)
@@ -573,6 +742,11 @@ bool pt_kernel_setup(struct pt_engine *e)
 		kernel_path_free(kp);
 		return false;
 	}
+	/* splice(2) needs a pipe on one side to go straight through. */
+	kp->straight = e->n == 1 && (is_pipe(e->in_fd) || is_pipe(e->outs[0].fd));
+	struct stat st;
+	kp->straight_blocks = kp->straight && fstat(e->outs[0].fd, &st) == 0 &&
+	                      (S_ISREG(st.st_mode) || S_ISCHR(st.st_mode));
 	e->state = kp;
 	e->path = e->n == 1 ? PT_PATH_SPLICE : PT_PATH_TEE;
 	return true;
