@@ -36,9 +36,19 @@ run_one() {
 	rm -f "$out" "$out.err"
 }
 
+# PP_SKIP_PROGRAMS="NAME ...": programs not run here, each counted as one
+# skipped case and named (CI uses it for a known failure under one build,
+# which the log then still shows).
 for t in "$dir"/*; do
 	[ -x "$t" ] || continue
 	progs=$((progs + 1))
+	case " ${PP_SKIP_PROGRAMS:-} " in
+	*" $(basename "$t") "*)
+		echo "SKIP $(basename "$t") (PP_SKIP_PROGRAMS)"
+		skip=$((skip + 1))
+		continue
+		;;
+	esac
 	run_one "$(basename "$t")" "$t"
 done
 if [ "$progs" -eq 0 ]; then
