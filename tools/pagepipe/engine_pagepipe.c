@@ -190,8 +190,15 @@ static bool live_outputs(const struct pt_engine *e)
 	return false;
 }
 
-/* Room for one more block under the memory limit, or under what the
- * system gave (mem_cap), and -p once full.  Input thread only. */
+/* The memory the buffer may hold: the limit, or what the system gave
+ * (mem_cap) if less.  Input thread only. */
+static uint64_t mem_limit(const struct pagepipe_path *p)
+{
+	return p->mem_cap && p->mem_cap < p->e->limit ? p->mem_cap : p->e->limit;
+}
+
+/* Room for one more block under mem_limit, and -p once full.  Input
+ * thread only. */
 static bool room_ready(struct pagepipe_path *p)
 {
 	struct pt_engine *e = p->e;
@@ -200,7 +207,7 @@ static bool room_ready(struct pagepipe_path *p)
 	uint64_t used = pages_used();
 	if (used == 0)
 		return true;
-	uint64_t limit = p->mem_cap && p->mem_cap < e->limit ? p->mem_cap : e->limit;
+	uint64_t limit = mem_limit(p);
 	bool fits = used + e->o->block + PP_PAGE_SIZE <= limit;
 	if (atomic_load(&p->input_full)) /* -p: wait for the fill to drop below the mark */
 		return fits && pt_engine_buffered(e) * 100 < e->limit * (uint64_t)e->o->resume_pct;
@@ -511,13 +518,18 @@ static uint64_t disk_used(const struct pagepipe_path *p)
 	return sum;
 }
 
-/* Room on disk for disk_want more bytes (or nothing there to wait for). */
+/* Room on disk for len more bytes under the cap (or nothing there to
+ * wait for). */
+static bool disk_room_now(struct pagepipe_path *p, size_t len)
+{
+	uint64_t used = disk_used(p);
+	return used == 0 || used + len <= p->disk_cap;
+}
+
+/* For wait_until: room for disk_want bytes, or a reason to stop waiting. */
 static bool disk_room(struct pagepipe_path *p)
 {
-	if (atomic_load(&p->e->fatal) || reader_gone(p))
-		return true;
-	uint64_t used = disk_used(p);
-	return used == 0 || used + p->disk_want <= p->disk_cap;
+	return atomic_load(&p->e->fatal) || reader_gone(p) || disk_room_now(p, p->disk_want);
 }
 
 /* Output drain_wait has written out its spill file (or left). */
@@ -526,12 +538,6 @@ static bool file_drained(struct pagepipe_path *p)
 	struct out_pipe *op = &p->out[p->drain_wait];
 	return atomic_load(&p->e->fatal) || !op->w || (pp_events(op->w) & POLLERR) ||
 	       spill_backlog(&p->e->outs[p->drain_wait]) == 0;
-}
-
-static bool disk_room_now(struct pagepipe_path *p, size_t len)
-{
-	uint64_t used = disk_used(p);
-	return used == 0 || used + len <= p->disk_cap;
 }
 
 /*
@@ -701,7 +707,7 @@ static size_t spill_room(struct pagepipe_path *p)
 	struct pt_engine *e = p->e;
 	if (!p->spill || e->o->resume_pct != 100 || atomic_load(&e->fatal))
 		return 0;
-	uint64_t limit = p->mem_cap && p->mem_cap < e->limit ? p->mem_cap : e->limit;
+	uint64_t limit = mem_limit(p);
 	uint64_t used = pages_used();
 	if (used + 2 * PP_PAGE_SIZE > limit)
 		return 0;
