@@ -99,15 +99,18 @@ PPI_API int pp_export(struct pp_end *end)
 	int side = end->side;
 	int fds[EXPORT_FDS] = { -1, -1, -1, -1, -1, -1 };
 	int sv[2] = { -1, -1 };
-	int err = 0, h = ppi_shm_holder_new(v);
-	if (h < 0) {
-		errno = EMFILE;
-		return -1;
-	}
+	int err = 0, h = -1;
 	/* The export's own description of ctl, carrying its liveness lock. */
 	fds[0] = ppi_shm_reopen(v->ctl_fd, O_RDWR);
-	if (fds[0] < 0 || (err = ppi_shm_hold(fds[0], (uint32_t)h, F_RDLCK)))
-		goto fail;
+	if (fds[0] < 0) {
+		errno = -fds[0];
+		return -1;
+	}
+	if ((h = ppi_shm_holder_new(v, fds[0], PPI_HOLDER_EXPORT)) < 0) {
+		close(fds[0]);
+		errno = -h;
+		return -1;
+	}
 	pthread_mutex_lock(&v->mu);
 	fds[1] = side == PPI_READ ? ppi_shm_reopen(v->data_fd, O_RDONLY) : dup_or_err(v->data_fd);
 	fds[2] = dup_or_err(side == PPI_READ ? v->d_rd : v->d_wr);
@@ -145,7 +148,6 @@ PPI_API int pp_export(struct pp_end *end)
 	/* The export holds a handle on the end's description. */
 	if ((err = ppi_shm_lock(v)))
 		goto fail;
-	ppi_shm_holder_is(v, (uint32_t)h, PPI_HOLDER_EXPORT);
 	ppi_shm_count(v, (uint32_t)h, end->desc, 1);
 	ppi_shm_unlock(v);
 	for (int i = 0; i < EXPORT_FDS; i++)
@@ -153,14 +155,16 @@ PPI_API int pp_export(struct pp_end *end)
 	close(sv[1]);
 	return sv[0];
 fail:
+	/* Free while its lock still holds it ours: once fds[0] is closed a
+	 * reaper may free it and another process take it. */
+	ppi_shm_holder_is(v, (uint32_t)h, PPI_HOLDER_FREE);
 	for (int i = 0; i < EXPORT_FDS; i++)
 		if (fds[i] >= 0)
-			close(fds[i]); /* fds[0] closing drops the lock: the record is dead */
+			close(fds[i]);
 	if (sv[0] >= 0) {
 		close(sv[0]);
 		close(sv[1]);
 	}
-	ppi_shm_holder_is(v, (uint32_t)h, PPI_HOLDER_FREE);
 	errno = err ? err : EMFILE;
 	return -1;
 }

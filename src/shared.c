@@ -155,18 +155,14 @@ static void fork_prepare(void)
 			continue;
 		if (LOAD(v->unclosed))
 			ppi_shm_unclosed_put(v); /* the child must not copy them */
-		int h = ppi_shm_holder_new(v);
-		int fd = h < 0 ? -1 : ppi_shm_reopen(v->ctl_fd, O_RDWR);
-		if (fd >= 0 && ppi_shm_hold(fd, (uint32_t)h, F_RDLCK) == 0) {
+		int fd = ppi_shm_reopen(v->ctl_fd, O_RDWR);
+		int h = fd < 0 ? -1 : ppi_shm_holder_new(v, fd, PPI_HOLDER_PROC);
+		if (h >= 0) {
 			ppi_shm_holder_copy(v, v->holder, (uint32_t)h);
-			ppi_shm_holder_is(v, (uint32_t)h, PPI_HOLDER_PROC);
 			v->child_fd = fd;
 			v->child_holder = (uint32_t)h;
-		} else {
-			if (fd >= 0)
-				close(fd);
-			if (h >= 0) /* an empty record: free it at once */
-				ppi_shm_holder_is(v, (uint32_t)h, PPI_HOLDER_FREE);
+		} else if (fd >= 0) {
+			close(fd);
 		}
 		ppi_shm_unlock(v);
 	}

@@ -227,15 +227,32 @@ static void view_free(struct ppi_shm *v)
 
 /* ---- holders ------------------------------------------------------------ */
 
-int ppi_shm_holder_new(struct ppi_shm *v)
+/*
+ * Claim a free holder record, as `state`, for description fd of the ctl
+ * memory.  The record's byte is locked on fd first and the record claimed
+ * after (a compare-and-swap from free): so whoever finds a record taken
+ * finds its byte locked for as long as its owner lives, and liveness is
+ * the lock alone.  (A pid written beside the claim would be read stale by
+ * a reaper between the two, and is no proof anyway across pid namespaces.)
+ * Its index, or -errno: EMFILE when every record is taken.
+ */
+int ppi_shm_holder_new(struct ppi_shm *v, int fd, uint32_t state)
 {
 	struct ppi_shm_holder *hs = ppi_shm_holders(v);
 	for (uint32_t h = 0; h < PPI_SHM_HOLDERS; h++) {
-		uint32_t state = PPI_HOLDER_FREE;
-		if (LOAD(hs[h].state) != PPI_HOLDER_FREE ||
-		    !atomic_compare_exchange_strong_explicit(&hs[h].state, &state, PPI_HOLDER_JOINING,
-		                                             RELAXED, RELAXED))
+		uint32_t free_state = PPI_HOLDER_FREE;
+		if (LOAD(hs[h].state) != PPI_HOLDER_FREE)
 			continue;
+		int err = ppi_shm_hold(fd, h, F_RDLCK);
+		if (err)
+			return -err;
+		if (!atomic_compare_exchange_strong_explicit(&hs[h].state, &free_state, state,
+		                                             RELAXED, RELAXED)) {
+			ppi_shm_hold(fd, h, F_UNLCK); /* taken meanwhile: the next */
+			continue;
+		}
+		/* Nobody else writes a taken record's fields but under the
+		 * lock, and a reaper leaves a locked record alone. */
 		atomic_store_explicit(&hs[h].pid, (uint32_t)getpid(), RELAXED);
 		for (int s = 0; s < 2; s++)
 			atomic_store_explicit(&hs[h].sleepers[s], 0, RELAXED);
@@ -244,7 +261,7 @@ int ppi_shm_holder_new(struct ppi_shm *v)
 			atomic_store_explicit(&hs[h].handles[d], 0, RELAXED);
 		return (int)h;
 	}
-	return -1;
+	return -EMFILE;
 }
 
 void ppi_shm_holder_is(struct ppi_shm *v, uint32_t h, uint32_t state)
@@ -252,15 +269,9 @@ void ppi_shm_holder_is(struct ppi_shm *v, uint32_t h, uint32_t state)
 	atomic_store_explicit(&ppi_shm_holders(v)[h].state, state, RELAXED);
 }
 
-/* Is holder h gone?  A joining holder has not locked its byte yet: it is
- * gone only if its process is. */
+/* Is holder h gone?  Its byte is unlocked (see ppi_shm_holder_new). */
 static bool holder_dead(struct ppi_shm *v, uint32_t h)
 {
-	struct ppi_shm_holder *ho = &ppi_shm_holders(v)[h];
-	if (LOAD(ho->state) == PPI_HOLDER_JOINING) {
-		pid_t pid = (pid_t)LOAD(ho->pid);
-		return pid <= 0 || (kill(pid, 0) != 0 && errno == ESRCH);
-	}
 	return !holder_alive(v, h);
 }
 
@@ -289,26 +300,34 @@ static uint32_t holder_count(struct ppi_shm *v, uint32_t h, uint32_t d, int64_t 
 	return (uint32_t)t;
 }
 
-/* Under the lock: take away everything holder h holds (it is dead, or
- * leaving).  Which sides' handle totals it brought to zero (bit per side). */
-static unsigned holder_release(struct ppi_shm *v, uint32_t h)
+/* Under the lock: take away everything holder h, found in state `was`,
+ * holds (it is dead); false if it is no longer in that state.  Sides whose
+ * handle totals it brought to zero go into *closed (a bit per side). */
+static bool holder_release(struct ppi_shm *v, uint32_t h, uint32_t was, unsigned *closed)
 {
 	struct ppi_shm_holder *ho = &ppi_shm_holders(v)[h];
 	struct ppi_ring *r = v->ring;
-	unsigned closed = 0;
+	/* Only the record judged dead: if its owner let it go meanwhile
+	 * (outside the lock, storing free), it may already be someone
+	 * else's, and a blind store of free here would take it from them. */
+	if (!atomic_compare_exchange_strong_explicit(&ho->state, &was, PPI_HOLDER_REAPING,
+	                                             RELAXED, RELAXED))
+		return false;
 	for (uint32_t d = 0; d < PPI_SHM_DESCS; d++) {
 		uint32_t n = LOAD(ho->handles[d]);
 		if (n && !holder_count(v, h, d, -(int64_t)n))
-			closed |= 1u << (LOAD(ppi_shm_descs(v)[d].side) & 1);
+			*closed |= 1u << (LOAD(ppi_shm_descs(v)[d].side) & 1);
 	}
 	for (int s = 0; s < 2; s++) {
 		uint32_t n = LOAD(ho->sleepers[s]);
 		r->sleepers[s] = r->sleepers[s] > n ? r->sleepers[s] - n : 0;
+		atomic_store_explicit(&ho->sleepers[s], 0, RELAXED);
 	}
 	uint32_t res = LOAD(ho->reserved), total = LOAD(r->reserved);
 	atomic_store_explicit(&r->reserved, total > res ? total - res : 0, RELAXED);
+	atomic_store_explicit(&ho->reserved, 0, RELAXED); /* a free record is clean */
 	atomic_store_explicit(&ho->state, PPI_HOLDER_FREE, RELAXED);
-	return closed;
+	return true;
 }
 
 /* ---- pages ------------------------------------------------------------------ */
@@ -568,9 +587,11 @@ unsigned ppi_shm_reap(struct ppi_shm *v, bool force)
 	unsigned closed = 0, ndead = 0;
 	for (uint32_t h = 0; h < PPI_SHM_HOLDERS; h++) {
 		dead[h] = 0;
-		if (h == v->holder || LOAD(hs[h].state) == PPI_HOLDER_FREE || !holder_dead(v, h))
+		uint32_t state = LOAD(hs[h].state);
+		if (h == v->holder || state == PPI_HOLDER_FREE || !holder_dead(v, h))
 			continue;
-		closed |= holder_release(v, h);
+		if (!holder_release(v, h, state, &closed))
+			continue;
 		dead[h] = 1;
 		ndead++;
 	}
@@ -599,10 +620,56 @@ static void wake_all(struct ppi_shm *v)
 	ppi_futex_wake_shared(&v->ring->seq[1], INT_MAX);
 }
 
+/*
+ * Under the lock, after reaping: the totals that each pair with a count in
+ * every holder record (the ring's handles per side, each description's
+ * holders, the ring's sleepers and reserved slots), summed again from the
+ * live records.  A holder changes its record and the total together, in
+ * two stores; one killed between them, holding the lock, left the total
+ * one off what its record says, and reaping its record took away what the
+ * record said: a live reader's handle lost (the writers get EPIPE) or a
+ * dead one kept (they never do).  The records are the truth: each is
+ * changed only by its live owner, under the lock, or is freed by reaping.
+ */
+static void totals_rebuild(struct ppi_shm *v)
+{
+	struct ppi_ring *r = v->ring;
+	struct ppi_shm_holder *hs = ppi_shm_holders(v);
+	struct ppi_shm_desc *de = ppi_shm_descs(v);
+	static _Thread_local uint32_t holders[PPI_SHM_DESCS];
+	uint64_t handles[2] = { 0, 0 }, sleepers[2] = { 0, 0 }, reserved = 0;
+	memset(holders, 0, sizeof holders);
+	for (uint32_t h = 0; h < PPI_SHM_HOLDERS; h++) {
+		uint32_t state = LOAD(hs[h].state);
+		if (state == PPI_HOLDER_FREE || state == PPI_HOLDER_REAPING)
+			continue;
+		for (uint32_t d = 0; d < PPI_SHM_DESCS; d++) {
+			uint32_t n = LOAD(hs[h].handles[d]);
+			if (!n)
+				continue;
+			holders[d]++;
+			handles[LOAD(de[d].side) & 1] += n;
+		}
+		for (int s = 0; s < 2; s++)
+			sleepers[s] += LOAD(hs[h].sleepers[s]);
+		reserved += LOAD(hs[h].reserved);
+	}
+	for (uint32_t d = 0; d < PPI_SHM_DESCS; d++)
+		atomic_store_explicit(&de[d].holders, holders[d], RELAXED);
+	for (int s = 0; s < 2; s++) {
+		atomic_store_explicit(&r->handles[s], handles[s] > UINT32_MAX ? UINT32_MAX
+		                                                         : (uint32_t)handles[s], RELAXED);
+		r->sleepers[s] = sleepers[s] > UINT32_MAX ? UINT32_MAX : (uint32_t)sleepers[s];
+	}
+	atomic_store_explicit(&r->reserved, reserved > UINT32_MAX ? UINT32_MAX : (uint32_t)reserved,
+	                      RELAXED);
+}
+
 /* Take the lock of a dead owner: reap it and mend what it was changing. */
 static void recover(struct ppi_shm *v)
 {
 	ppi_shm_reap(v, true);
+	totals_rebuild(v);
 	rebuild(v);
 	/* Everyone asleep may be waiting for what the dead owner was doing. */
 	wake_all(v);
@@ -1037,14 +1104,10 @@ int ppi_shm_attach(int ctl, int data, int side, const int tok[2], const int rdy[
 	int h;
 	if (v->hdr->magic != PPI_SHM_MAGIC || v->hdr->version != PPI_SHM_VERSION)
 		err = EINVAL;
-	else if ((h = ppi_shm_holder_new(v)) < 0)
-		err = EMFILE;
-	else if ((err = ppi_shm_hold(v->ctl_fd, (uint32_t)h, F_RDLCK)))
-		ppi_shm_holder_is(v, (uint32_t)h, PPI_HOLDER_FREE);
-	else {
+	else if ((h = ppi_shm_holder_new(v, v->ctl_fd, PPI_HOLDER_PROC)) < 0)
+		err = -h;
+	else
 		v->holder = (uint32_t)h;
-		ppi_shm_holder_is(v, (uint32_t)h, PPI_HOLDER_PROC);
-	}
 	if (err) {
 		view_free(v);
 		ppi_shm_views_unlock();

@@ -39,7 +39,7 @@
 #define PPI_SHM_GROW 64u       /* pages added to the data memfd at a time */
 
 /* A holder: a process, or an exported descriptor. */
-enum { PPI_HOLDER_FREE = 0, PPI_HOLDER_PROC, PPI_HOLDER_EXPORT, PPI_HOLDER_JOINING };
+enum { PPI_HOLDER_FREE = 0, PPI_HOLDER_PROC, PPI_HOLDER_EXPORT, PPI_HOLDER_REAPING };
 struct ppi_shm_holder {
 	_Atomic uint32_t state;
 	_Atomic uint32_t pid;         /* for people reading a dump */
@@ -361,10 +361,12 @@ void ppi_shm_reserve(struct ppi_shm *v, int n);
 int ppi_shm_hold(int fd, uint32_t h, short type);
 int ppi_shm_reopen(int fd, int flags);
 /* A free holder record, taken without the lock (a process joining a pipe
- * has no holder to lock it with), marked as joining: its index, or -1 when
- * all are taken.  The caller locks its byte (ppi_shm_hold), then says what
- * it is with ppi_shm_holder_is. */
-int ppi_shm_holder_new(struct ppi_shm *v);
+ * has no holder to lock it with) as `state`, its byte locked on fd (a
+ * description of ctl that only the new holder keeps) before it is taken:
+ * its index, or -errno (EMFILE when all are taken).  Its owner frees it
+ * with ppi_shm_holder_is(PPI_HOLDER_FREE) under the lock, or while fd's
+ * lock still holds it (never after). */
+int ppi_shm_holder_new(struct ppi_shm *v, int fd, uint32_t state);
 void ppi_shm_holder_is(struct ppi_shm *v, uint32_t h, uint32_t state);
 /* Attach the process to a shared pipe as a holder of side (see shm.c);
  * the handle itself is added by the caller.  0 or an errno value. */

@@ -31,7 +31,7 @@
  *     once: no record of the round is left over) with, on the pagepipe,
  *     one holder and no page in the ring or held.
  * Cases: writer_killed (S reads), reader_killed (S writes), each on both
- * kinds of FIFO; rounds: t_scaled_san(60) on the pagepipe, a third of that
+ * kinds of FIFO, and join_churn (pagepipe only; see its comment); rounds: t_scaled_san(60) on the pagepipe, a third of that
  * on the kernel FIFO.  PP_CRASH_SEED repeats a run's choices.
  */
 #include "crash.h"
@@ -360,6 +360,175 @@ static void reader_killed(void)
 	run_case(0);
 }
 
+/* ---- joiners killed while others reap --------------------------------------- */
+
+/*
+ * Holder records under churn: a reader R and a writer W hold the pipe and
+ * stream records; churners open ends of both sides (non-blocking) and
+ * close them in a loop, and are killed at random instants and replaced,
+ * so dead records are reaped (every open reaps) while others are being
+ * taken.  A record must never be freed under its live owner nor shared by
+ * two processes: either would leave the counts wrong, and then W gets
+ * EPIPE while R lives, R end of file while W lives, or no end of file or
+ * one holder too many after everyone else has gone.  At the end: W
+ * checks it and R are the only holders, closes; R reads every record and
+ * end of file within the bound, and is then alone; no open end is left.
+ */
+struct churn_share {
+	atomic_int opened;    /* R and W have opened (the churn starts after:
+	                       * a churner's end would let their opens
+	                       * return, and its close give R end of file) */
+	atomic_int stop;      /* the churn is over: W finishes */
+	atomic_int w_done;    /* W closed (at w_closed) */
+	double w_closed;
+	long written, read;
+};
+
+__attribute__((noreturn)) static void churner(void)
+{
+	for (unsigned i = 0;; i++) {
+		int wr = (int)cr_below(2);
+		struct pp_end *e = pp_open(path, (wr ? PP_WRONLY : PP_RDONLY) | PP_NONBLOCK);
+		if (!e) {
+			/* R and W hold the pipe all along: no open may fail */
+			CR_CHECK(!"a churner's open");
+			_exit(1);
+		}
+		if (cr_below(4) == 0)
+			cr_sleep_us((long)cr_below(300));
+		pp_close(e);
+	}
+}
+
+static void join_churn(void)
+{
+	struct churn_share *cs = cr_shared(sizeof *cs);
+	memset(cs, 0, sizeof *cs);
+	cr_seed("join_churn");
+	CHECK_EQ(pp_mkfifo(path, 0600), 0);
+	uint64_t salt = cr_rand();
+	fflush(NULL);
+	pid_t r = fork();
+	if (r == 0) {
+		cr_reseed(salt + 1);
+		alarm(30);
+		struct pp_end *e = pp_open(path, PP_RDONLY);
+		static struct cr_stream st;
+		ssize_t n = -1;
+		CR_CHECK(e != NULL);
+		atomic_fetch_add(&cs->opened, 1);
+		while (e && (n = pp_read(e, st.buf + st.have, sizeof st.buf - st.have)) > 0) {
+			st.have += (size_t)n;
+			if (!cr_parse(&st, CR_WRITERS))
+				break;
+		}
+		double at = t_now();
+		CR_CHECK(n == 0 && !st.bad && st.have == 0);
+		/* end of file only once W has closed, and within the bound */
+		CR_CHECK(atomic_load(&cs->w_done));
+		CR_CHECK(at - cs->w_closed < BOUND_S);
+		if (n != 0 || !atomic_load(&cs->w_done) || at - cs->w_closed >= BOUND_S)
+			fprintf(stderr, "  join_churn: the reader's read returned %zd (%s) %.0f ms "
+			        "after the writer closed (closed: %d)\n", n, n < 0 ? strerror(errno) : "",
+			        (at - cs->w_closed) * 1e3, atomic_load(&cs->w_done));
+		cs->read = st.records;
+		if (e) {
+			struct tp_fifo f = { .kernel = 0, .fd = -1, .e = e };
+			check_alone(&f, 1);
+			pp_close(e);
+		}
+		_exit(0);
+	}
+	pid_t w = fork();
+	if (w == 0) {
+		cr_reseed(salt + 2);
+		alarm(30);
+		signal(SIGPIPE, SIG_IGN);
+		static unsigned char rec[PP_PIPE_BUF];
+		struct pp_end *e = pp_open(path, PP_WRONLY);
+		CR_CHECK(e != NULL);
+		atomic_fetch_add(&cs->opened, 1);
+		uint32_t seq = 0;
+		while (e && !atomic_load(&cs->stop)) {
+			uint32_t len = cr_len();
+			cr_make(rec, 0, seq, len);
+			ssize_t n = pp_write(e, rec, len);
+			CR_CHECK(n == (ssize_t)len); /* never EPIPE: R reads all along */
+			if (n != (ssize_t)len) {
+				fprintf(stderr, "  join_churn: the writer's write: %s\n",
+				        n < 0 ? strerror(errno) : "short");
+				break;
+			}
+			seq++;
+			if (seq % 64 == 0)
+				cr_sleep_us(100);
+		}
+		cs->written = seq;
+		if (e) {
+			struct pp_shared_stats st;
+			CR_CHECK(pp_shared_stats(e, &st) == 0 && st.holders == 2);
+			if (st.holders != 2)
+				fprintf(stderr, "  join_churn: %ld holders, want 2 (R and W)\n",
+				        st.holders);
+			cs->w_closed = t_now();
+			atomic_store(&cs->w_done, 1);
+			pp_close(e);
+		}
+		_exit(0);
+	}
+	double by = t_now() + 10;
+	while (atomic_load(&cs->opened) < 2 && t_now() < by)
+		cr_sleep_us(200);
+	CHECK_EQ(atomic_load(&cs->opened), 2);
+	/* churn: 4 churners, one killed and replaced every 0-3 ms */
+	enum { CHURNERS = 4 };
+	pid_t c[CHURNERS];
+	for (int i = 0; i < CHURNERS; i++) {
+		uint64_t cs_salt = cr_rand();
+		if ((c[i] = fork()) == 0) {
+			cr_reseed(cs_salt);
+			churner();
+		}
+	}
+	long kills = 0;
+	double until = t_now() + 1.5 * t_scale();
+	int nokill = getenv("PP_CHURN_NOKILL") != NULL; /* debugging */
+	while (t_now() < until) {
+		cr_sleep_us((long)cr_below(3000));
+		if (nokill)
+			continue;
+		int i = (int)cr_below(CHURNERS);
+		kill(c[i], SIGKILL);
+		CR_CHECK(cr_reap(c[i], 5, NULL));
+		kills++;
+		uint64_t cs_salt = cr_rand();
+		if ((c[i] = fork()) == 0) {
+			cr_reseed(cs_salt);
+			churner();
+		}
+	}
+	for (int i = 0; i < CHURNERS; i++) {
+		kill(c[i], SIGKILL);
+		CR_CHECK(cr_reap(c[i], 5, NULL));
+	}
+	atomic_store(&cs->stop, 1);
+	CR_CHECK(cr_reap_ok(w, 10));
+	CR_CHECK(cr_reap_ok(r, 10));
+	CHECK_EQ(cs->read, cs->written);
+	fprintf(stderr, "  join_churn: %ld churners killed, %ld records written and read\n", kills,
+	        cs->written);
+	/* nobody holds the pipe: a writer finds no reader */
+	errno = 0;
+	struct pp_end *e = pp_open(path, PP_WRONLY | PP_NONBLOCK);
+	CHECK(e == NULL && errno == ENXIO);
+	if (e)
+		pp_close(e);
+	tp_fifo_rm(0, path);
+	CHECK_EQ(atomic_load(cr_fails), 0);
+	atomic_store(cr_fails, 0);
+	munmap(cs, sizeof *cs);
+}
+
 int main(void)
 {
 	snprintf(dir, sizeof dir, "/tmp/pp-crash-named-%d", (int)getpid());
@@ -373,6 +542,7 @@ int main(void)
 	t_around_cases(tp_fds_note, tp_fds_same);
 	RUN(writer_killed);
 	RUN(reader_killed);
+	RUN(join_churn);
 	rmdir(dir);
 	return T_DONE();
 }
