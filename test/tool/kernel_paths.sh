@@ -92,13 +92,21 @@ done
 # output in one splice) while the output keeps up, and through the chain
 # while it cannot; a reader that stalls now and then makes it switch many
 # times, with producers of odd write sizes: every byte, in order.
+# prod: $in as producer $src writes it ("cat", or dd with its bs=).
+prod() {
+	if [ "$src" = cat ]; then cat "$in"; else $src if="$in" 2>/dev/null; fi
+}
+# want_spliced_whole STATUS: pagepipe (status STATUS) took the splice path
+# and $T/o1 holds the input.
+want_spliced_whole() {
+	want_status "$1" 0
+	want_same "$in" "$T/o1"
+	want_grep 'by splice' "$E" "the --stats path"
+}
+
 for src in "cat" "dd bs=4k" "dd bs=1000" "dd bs=100000"; do
 	begin "one_output_straight_and_chain_$(echo "$src" | tr ' =' '__')"
 	rm -f "$T/o1"
-	case $src in
-	cat) prod() { cat "$in"; } ;;
-	*) prod() { $src if="$in" 2>/dev/null; } ;;
-	esac
 	prod | pp --stats -m 1M 2>"$E" | {
 		for i in 1 2 3 4 5 6; do
 			dd bs=64k count=24 iflag=fullblock 2>/dev/null
@@ -107,9 +115,47 @@ for src in "cat" "dd bs=4k" "dd bs=1000" "dd bs=100000"; do
 		cat
 	} >"$T/o1"
 	st=("${PIPESTATUS[@]}")
-	want_status "${st[1]}" 0
-	want_same "$in" "$T/o1"
-	want_grep 'by splice' "$E" "the --stats path"
+	want_spliced_whole "${st[1]}"
+	end
+done
+
+# One output that is a regular file, its input a pipe: straight through
+# by read(2) and write(2) (faster than splice(2) into a file here; the
+# environment's PAGEPIPE_FILE_SPLICE=1 keeps splice), with producers of
+# odd write sizes, some under a page: every byte, in order, either way.
+for how in copy splice; do
+	for src in "cat" "dd bs=512" "dd bs=4k" "dd bs=100000"; do
+		begin "one_output_pipe_to_file_${how}_$(echo "$src" | tr ' =' '__')"
+		rm -f "$T/o1"
+		fs=
+		[ $how = splice ] && fs=1
+		prod | PAGEPIPE_FILE_SPLICE=$fs pp --stats -m 1M -o "$T/o1" 2>"$E"
+		st=("${PIPESTATUS[@]}")
+		want_spliced_whole "${st[1]}"
+		end
+	done
+done
+
+# ... and the file system fills: the write that fails leaves its bytes to
+# the chain, whose output meets the error again and reports it; the file
+# holds a prefix of the input, as much as fitted; the exit status is 1.
+mnt=$T/small
+mkdir -p "$mnt"
+for how in copy splice; do
+	begin "one_output_pipe_to_full_file_$how"
+	if ! mount -t tmpfs -o size=192k tmpfs "$mnt" 2>/dev/null; then
+		skip_case "cannot mount a tmpfs (not root?)"
+		continue
+	fi
+	fs=
+	[ $how = splice ] && fs=1
+	cat "$in" | PAGEPIPE_FILE_SPLICE=$fs pp --stats -m 1M -o "$mnt/o" 2>"$E"
+	st=("${PIPESTATUS[@]}")
+	want_status "${st[1]}" 1
+	want_grep "^pagepipe: $mnt/o: No space left on device\$" "$E" stderr
+	want_prefix "$in" "$mnt/o"
+	[ "$(fsize "$mnt/o")" -ge $((128 * 1024)) ] || bad "only $(fsize "$mnt/o") bytes fitted"
+	umount "$mnt"
 	end
 done
 
