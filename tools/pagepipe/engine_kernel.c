@@ -142,6 +142,10 @@ struct kernel_path {
 	size_t copy_len;
 	const char *left;                     /* what a failed straight write left, for the */
 	size_t left_len;                      /* chain (input thread) */
+	_Atomic bool copy_off;                /* the input thread's last write(2) to the output
+	                                       * is over (set before the leftover goes to the
+	                                       * chain; the output thread reads it before it
+	                                       * closes the output, see input_copy) */
 	_Atomic uint64_t wseq;                /* the pipe every chain fills next
 	                                       * (free-running; input thread) */
 	_Atomic bool eof;                     /* filled[wseq % n] is the last */
@@ -327,6 +331,11 @@ static enum in_step input_copy(struct kernel_path *kp, bool *straight, size_t *m
 			kp->left = kp->copy_buf + done;
 			kp->left_len = (size_t)got - done;
 			*straight = false;
+			/* The output thread learns of the leftover through the
+			 * chain, a kernel pipe, which orders our write(2) before
+			 * its close(2) without the threads sharing a variable;
+			 * this store, read before the close, says so to TSan. */
+			atomic_store(&kp->copy_off, true);
 			return IN_FULL;
 		}
 	}
@@ -747,7 +756,9 @@ void *pt_kernel_output_main(void *out_arg)
 			waited = !waited;
 			continue;
 		}
-		pt_output_dropped(e, out, errno);
+		int err = errno;
+		(void)atomic_load(&kp->copy_off); /* see input_copy */
+		pt_output_dropped(e, out, err);
 		if (kp->sink_fd >= 0)
 			chain_discard(kp, k);
 		break;
