@@ -899,7 +899,14 @@ bool pt_kernel_setup(struct pt_engine *e)
 	const char *file_splice = getenv("PAGEPIPE_FILE_SPLICE"); /* pagepipe(1), ENVIRONMENT */
 	if (kp->straight_blocks && S_ISREG(st.st_mode) && !(file_splice && *file_splice)) {
 		kp->copy_len = e->o->block < (size_t)kp->cap ? e->o->block : (size_t)kp->cap;
-		kp->copy_buf = malloc(kp->copy_len); /* NULL: splice it is */
+		/* Page-aligned: the kernel's copies to and from it (rep movsb)
+		 * slow down when the user buffer is not.  malloc's 16-byte
+		 * aligned block measured, on an AMD EPYC, 0.59 s against 0.41 s
+		 * for cat's page-aligned one (`head -c 512M /dev/zero | X >
+		 * /dev/shm/f`, 7 alternating runs; the kernel's _copy_to_iter
+		 * went from 3% to 17% of the samples). */
+		if (posix_memalign((void **)&kp->copy_buf, 4096, kp->copy_len) != 0)
+			kp->copy_buf = NULL; /* splice it is */
 	}
 	e->state = kp;
 	e->path = e->n == 1 ? PT_PATH_SPLICE : PT_PATH_TEE;

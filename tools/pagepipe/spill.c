@@ -104,8 +104,12 @@ int pt_spill_put(struct pt_spill *s, const struct iovec *iov_in, int n, uint64_t
 
 ssize_t pt_spill_get(struct pt_spill *s, size_t len, uint64_t off)
 {
-	if (!s->buf && !(s->buf = malloc(s->buf_size)))
+	/* Page-aligned, as engine_kernel.c's copy buffer: the kernel copies
+	 * into and out of it faster. */
+	if (!s->buf && (errno = posix_memalign((void **)&s->buf, 4096, s->buf_size)) != 0) {
+		s->buf = NULL;
 		return -1;
+	}
 	if (len > s->buf_size)
 		len = s->buf_size;
 	for (;;) {
