@@ -574,7 +574,7 @@ static double run_pingpong(enum chan kind, long rounds, double scale)
 static double run_memcpy(int variant, const void *ctx)
 {
 	unsigned long long total = *(const unsigned long long *)ctx;
-	unsigned char *dst = malloc(64 * KiB);
+	unsigned char *dst = bench_buf(64 * KiB);
 	(void)variant;
 	if (!dst)
 		die("malloc");
@@ -617,7 +617,7 @@ static double run_alone(int variant, const void *ctx)
 {
 	const struct case_run *cr = ctx;
 	size_t w = cr->c->wsize;
-	unsigned char *buf = malloc(READ_BUF);
+	unsigned char *buf = bench_buf(READ_BUF);
 	double spent = 0;
 	struct tp p;
 	if (!buf)
@@ -681,7 +681,7 @@ static int cat_main(int argc, char **argv)
 	}
 	struct tp in = cat_end(argv[2], 0), out = cat_end(argv[3], 1);
 	int checking = argc == 5;
-	unsigned char *buf = malloc(CAT_BUF);
+	unsigned char *buf = bench_buf(CAT_BUF);
 	unsigned long long pos = 0;
 	unsigned long reads = 0, bad = 0;
 	int err = 0;

@@ -174,7 +174,7 @@ static void *chain_writer(void *arg)
 static void *chain_mover(void *arg)
 {
 	struct chain *c = arg;
-	unsigned char *buf = malloc(BLOCK);
+	unsigned char *buf = bench_buf(BLOCK);
 	if (!buf)
 		die("malloc");
 	pthread_barrier_wait(&c->start);
@@ -246,7 +246,7 @@ static double run_chain(enum mover m, unsigned long long total)
 static double run_mover_alone(enum mover m, long moves)
 {
 	struct tp p[2];
-	unsigned char *buf = malloc(BLOCK);
+	unsigned char *buf = bench_buf(BLOCK);
 	int err = 0;
 	long done = 0;
 	if (!buf)
@@ -415,7 +415,7 @@ static int distribute(struct fan *f, unsigned char *buf)
 static void *fan_distributor(void *arg)
 {
 	struct fan *f = arg;
-	unsigned char *buf = malloc(BLOCK);
+	unsigned char *buf = bench_buf(BLOCK);
 	if (!buf)
 		die("malloc");
 	pthread_barrier_wait(&f->start);
@@ -567,7 +567,7 @@ static double run_fan_alone(int n, int copying, long blocks)
 	struct fan f;
 	struct pp_end *outs[MAX_READERS];
 	struct iovec iov[PEEK_SEGS];
-	unsigned char *buf = malloc(BLOCK);
+	unsigned char *buf = bench_buf(BLOCK);
 	unsigned long long pos = 0;
 	unsigned long seq[MAX_READERS] = { 0 };
 	double t[3] = { 0, 0, 0 };
@@ -877,7 +877,7 @@ static long mem_run(int copying, long *left_after)
 	struct reader_arg ra[MAX_READERS];
 	pthread_t r[MAX_READERS];
 	pthread_barrier_t stall;
-	unsigned char *buf = malloc(BLOCK);
+	unsigned char *buf = bench_buf(BLOCK);
 	long base = pages_in_use(), used = -1;
 
 	if (!buf)
