@@ -371,6 +371,33 @@ ssize_t pp_peek(struct pp_end *in, struct iovec *iov, int max);
 ssize_t pp_consume(struct pp_end *in, size_t n);
 
 /*
+ * The zero-copy writer.  pp_reserve fills iov[0..max) with free space of
+ * the pipe of `out` to write in place: up to len bytes, one segment per
+ * fresh page (PP_PAGE_SIZE bytes each, the last one shorter), at most 64
+ * pages, not yet visible to readers.  It waits like pp_write() for room
+ * (EAGAIN with PP_NONBLOCK) and returns the number of segments (at least
+ * one), or 0 when len or max is 0.  The space counts as used for other
+ * writers until pp_commit publishes the first n bytes of it, in order
+ * (after anything written before the commit), and gives the rest back:
+ * a commit of at most PP_PIPE_BUF bytes is atomic; in packet mode each
+ * page committed is a packet.  pp_commit returns n, or 0 with nothing
+ * reserved and n 0.  One reservation per handle at a time; pp_close()
+ * gives back an uncommitted one, and so does the death of the process
+ * (on a PP_SHARED pipe: the space comes back, readers never see it).  A
+ * forked child does not inherit its parent's reservation.  With pp_peek
+ * and pp_consume on the other end no byte is copied, between threads or,
+ * on a PP_SHARED pipe, between processes.  Errors: EBADF (not a write
+ * end), EINVAL (max < 0 or above IOV_MAX; for pp_commit, n more than was
+ * reserved, and the reservation stays), EFAULT (iov NULL), EBUSY (the
+ * handle has a reservation, or another thread is ending it), EAGAIN,
+ * EPIPE (no reader: SIGPIPE unless PP_NOSIGPIPE; a pp_commit that fails
+ * so has given the space back), EINTR, ENOMEM, EIO (a corrupt shared
+ * pipe).
+ */
+ssize_t pp_reserve(struct pp_end *out, struct iovec *iov, int max, size_t len);
+ssize_t pp_commit(struct pp_end *out, size_t n);
+
+/*
  * The page pool shared by all private pipes of the process (a PP_SHARED
  * pipe's pages live in its own shared memory: see pp_shared_stats; the
  * pool's bounds and counts do not include them).  A page a pipe drains

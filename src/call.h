@@ -175,6 +175,20 @@ static inline void ppi_call_push(struct ppi_call *c, struct ppi_buf buf)
 	c->added = true;
 }
 
+/* Push a fresh anonymous page holding len bytes from its start, as a write
+ * does: a packet in packet mode (fl has PP_PACKET), else a buffer later
+ * small writes may merge into. */
+static inline void ppi_call_push_page(struct ppi_call *c, uint32_t page, uint32_t len, int fl)
+{
+	ppi_call_push(c, (struct ppi_buf){
+		.page = page,
+		.offset = 0,
+		.len = len,
+		.flags = ((fl & PP_PACKET) ? PPI_BUF_PACKET : PPI_BUF_CAN_MERGE) |
+		         PPI_KIND_ANON << PPI_BUF_KIND_SHIFT,
+	});
+}
+
 /* Under the lock: tell pp_fd() users what the call changed. */
 PPI_INLINE void ppi_call_pollers(struct ppi_call *c)
 {

@@ -44,6 +44,7 @@ struct pp_end *ppi_end_new(struct ppi_ring *r, int side, struct ppi_shm *shm, ui
 	e->desc = desc;
 	e->gen = atomic_load_explicit(&ppi_fork_gen, RELAXED);
 	e->next_dead = NULL;
+	atomic_init(&e->resv.state, PPI_RESV_NONE);
 	atomic_store_explicit(&e->magic, PPI_END_MAGIC, memory_order_release);
 	return e;
 }
@@ -138,14 +139,17 @@ PPI_API int pp_close(struct pp_end *end)
 		errno = EBADF;
 		return -1;
 	}
-	if (end->shm)
+	if (end->shm) {
+		ppi_resv_drop(end);
 		return ppi_shm_close(end);
+	}
 	if (end->gen != atomic_load_explicit(&ppi_fork_gen, RELAXED)) {
 		/* A forked child's copy of a private handle: not its to close
 		 * (its ring, lock and eventfds are the parent's). */
 		errno = EBADF;
 		return -1;
 	}
+	ppi_resv_drop(end);
 	struct ppi_ring *r = end->ring;
 	if (ppi_ring_drop_handle(r, end->side))
 		ppi_ring_free(r);

@@ -17,6 +17,22 @@
 /* Bumped in a forked child: private handles made before are not its. */
 extern _Atomic uint32_t ppi_fork_gen;
 
+/* A write end's reservation: pages handed to the caller by pp_reserve, to
+ * fill in place and publish by pp_commit (reserve.c).  state moves NONE ->
+ * BUSY -> HELD -> BUSY -> NONE by compare-and-swap, so that a second
+ * reservation, or two threads ending one, are told apart (EBUSY); the
+ * other fields belong to whichever call moved state to BUSY, and to the
+ * holder of the reservation while HELD. */
+#define PPI_RESV_MAX 64 /* pages one reservation holds at most */
+enum { PPI_RESV_NONE, PPI_RESV_BUSY, PPI_RESV_HELD };
+struct ppi_resv {
+	_Atomic uint32_t state;
+	uint32_t holder;  /* a shared ring's: the holder record whose pages they are */
+	uint32_t pages;   /* pages held, each also a reserved slot of the ring */
+	size_t bytes;     /* bytes handed out (at most pages * PP_PAGE_SIZE) */
+	uint32_t page[PPI_RESV_MAX];
+};
+
 /* The handle a caller holds. */
 #define PPI_END_MAGIC 0x70706e64u /* "ppnd" */
 #define PPI_END_DEAD 0xdeadeeeeu
@@ -28,6 +44,7 @@ struct pp_end {
 	uint32_t desc;        /* a shared ring's open description */
 	uint32_t gen;         /* a private ring's: ppi_fork_gen when made */
 	struct pp_end *next_dead; /* quarantine link once closed (end.c) */
+	struct ppi_resv resv; /* a write end's pp_reserve (reserve.c) */
 };
 
 /* A live handle, or NULL with errno EBADF. */
@@ -73,6 +90,8 @@ static inline int ppi_end_flags(struct pp_end *end)
  * closed. */
 struct pp_end *ppi_end_new(struct ppi_ring *r, int side, struct ppi_shm *shm, uint32_t desc);
 void ppi_end_retire(struct pp_end *e);
+/* reserve.c: give back what a closing handle still has reserved. */
+void ppi_resv_drop(struct pp_end *e);
 /* Take (before fork) or release (after, in both processes) the
  * process-wide locks: the pool's and the quarantine's. */
 void ppi_fork_locks(bool take);

@@ -201,17 +201,6 @@ static inline size_t min_size(size_t a, size_t b)
  * reader takes out of the ring to copy outside the lock (on its stack). */
 #define BATCH_MAX 64
 
-static inline void ring_push(struct ppi_call *c, uint32_t page, uint32_t len, int fl)
-{
-	ppi_call_push(c, (struct ppi_buf){
-		.page = page,
-		.offset = 0,
-		.len = len,
-		.flags = ((fl & PP_PACKET) ? PPI_BUF_PACKET : PPI_BUF_CAN_MERGE) |
-		         PPI_KIND_ANON << PPI_BUF_KIND_SHIFT,
-	});
-}
-
 /*
  * Fill up to k pages from a copy of the iterator with the lock dropped, so
  * readers can drain while we copy; then, locked again, push as many as still
@@ -278,7 +267,7 @@ static int write_batch(struct ppi_call *c, int fl, struct ppi_iter *it, unsigned
 		uint32_t room = ppi_ring_room(r);
 		for (; pushed < got && pushed < room; pushed++) {
 			size_t n = min_size(PP_PAGE_SIZE, it->left - bytes);
-			ring_push(c, pages[pushed], (uint32_t)n, fl);
+			ppi_call_push_page(c, pages[pushed], (uint32_t)n, fl);
 			bytes += n;
 		}
 		iter_skip(it, bytes);
@@ -399,7 +388,7 @@ __attribute__((noinline)) static ssize_t write_locked(struct ppi_call *cp, int f
 				}
 				size_t n = min_size(PP_PAGE_SIZE, it->left);
 				iter_from(it, ppi_call_addr(&c, page), n);
-				ring_push(&c, page, (uint32_t)n, fl);
+				ppi_call_push_page(&c, page, (uint32_t)n, fl);
 				ret += n;
 			} else {
 				size_t n;

@@ -1,0 +1,227 @@
+/*
+ * reserve.c - the zero-copy writer: pp_reserve hands the caller fresh pages
+ * of the pipe to fill in place, pp_commit publishes the first n bytes of
+ * them.  With pp_peek/pp_consume on the other side, bytes cross the pipe
+ * (between threads, or between processes on a PP_SHARED pipe) without
+ * being copied at all.
+ *
+ * A reservation is the same two-step write pp_splice_from_fd makes
+ * (splice_fd.c), with the caller in the middle: under the lock, free slots
+ * are reserved (they count as used for every other writer, see
+ * ppi_ring_room), so the pages handed out always have room to go in; the
+ * pages are fresh (a shared ring's are marked held by this process, so
+ * that they come back if it dies before it commits); the lock is dropped
+ * while the caller fills them.  pp_commit, locked again, pushes the pages
+ * that hold the first n bytes, in order and in one lock hold (so a commit
+ * of at most PP_PIPE_BUF bytes, one page, is atomic, as a write is), gives
+ * the other pages back, and lets the unused slots be room again.
+ *
+ * The reservation lives in the write end's handle (struct ppi_resv in
+ * end.h): one per handle at a time.  Its state word is claimed by
+ * compare-and-swap, so a second pp_reserve, or two threads ending one,
+ * get EBUSY instead of sharing pages.  After fork(2) a child's copy of a
+ * shared handle still says HELD, but the pages are its parent's (held by
+ * the parent's holder record): the child treats the copy as no
+ * reservation, and never touches those pages.
+ */
+#include <sys/uio.h>
+
+#include "end.h"
+
+/* A forked child's copy of a shared handle's reservation: the pages are
+ * held by the parent's holder record, not the child's. */
+static bool resv_stale(const struct pp_end *end)
+{
+	return end->shm && end->resv.holder != end->shm->holder;
+}
+
+/* Move the handle's reservation word from `from` to BUSY, for this call;
+ * false if it is in another state (a stale HELD counts as NONE). */
+static bool resv_claim(struct pp_end *end, uint32_t from)
+{
+	uint32_t seen = atomic_load(&end->resv.state);
+	uint32_t as = seen == PPI_RESV_HELD && resv_stale(end) ? PPI_RESV_NONE : seen;
+	return as == from &&
+	       atomic_compare_exchange_strong(&end->resv.state, &seen, PPI_RESV_BUSY);
+}
+
+/* Under the lock: n slots more (or fewer, n < 0) reserved, in the ring and,
+ * for a shared ring, in our holder record (so reaping can take them back
+ * if we die).  A shared ring's count may have been changed by a peer: never
+ * below zero. */
+static void resv_slots(struct ppi_call *c, int n)
+{
+	uint32_t have = LOAD(c->r->reserved);
+	uint32_t now = n >= 0 ? have + (uint32_t)n : have > (uint32_t)-n ? have - (uint32_t)-n : 0;
+	atomic_store_explicit(&c->r->reserved, now, RELAXED);
+	if (c->shm)
+		ppi_shm_reserve(c->shm, n);
+}
+
+/* Locked: wait until a slot is free; the slots to reserve for want pages,
+ * or 0 with *err (EPIPE with *sigpipe, EAGAIN, EINTR, EIO). */
+static uint32_t resv_room(struct ppi_call *c, uint32_t want, bool nonblock, int *err,
+                          bool *sigpipe)
+{
+	struct ppi_ring *r = c->r;
+	for (;;) {
+		if (!LOAD(r->handles[PPI_READ])) {
+			*sigpipe = true;
+			*err = EPIPE;
+			return 0;
+		}
+		uint32_t room = ppi_ring_room(r);
+		if (room)
+			return want < room ? want : room;
+		if (nonblock) {
+			if (ppi_call_side_gone_now(c, PPI_READ))
+				continue; /* EPIPE, as a write would say at once */
+			*err = EAGAIN;
+			return 0;
+		}
+		if ((*err = ppi_call_wait(c, PPI_WRITE, false)))
+			return 0;
+	}
+}
+
+PPI_API ssize_t pp_reserve(struct pp_end *out, struct iovec *iov, int max, size_t len)
+{
+	struct ppi_ring *r = ppi_end_ring_side(out, PPI_WRITE);
+	if (!r)
+		return -1;
+	if (max < 0 || max > IOV_MAX) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (max && !iov) {
+		errno = EFAULT;
+		return -1;
+	}
+	if (!resv_claim(out, PPI_RESV_NONE)) {
+		errno = EBUSY;
+		return -1;
+	}
+	if (!max || !len) {
+		atomic_store(&out->resv.state, PPI_RESV_NONE);
+		return 0;
+	}
+	int fl = ppi_end_flags(out);
+	size_t pages_wanted = len / PP_PAGE_SIZE + (len % PP_PAGE_SIZE != 0);
+	uint32_t want = (uint32_t)(pages_wanted < PPI_RESV_MAX ? pages_wanted : PPI_RESV_MAX);
+	if (want > (uint32_t)max)
+		want = (uint32_t)max;
+
+	struct ppi_resv *rv = &out->resv;
+	struct ppi_call c;
+	bool sigpipe = false;
+	int err = ppi_call_lock(&c, r, out->shm, false);
+	uint32_t k = err ? 0 : resv_room(&c, want, fl & PP_NONBLOCK, &err, &sigpipe);
+	unsigned got = 0;
+	if (k) {
+		resv_slots(&c, (int)k);
+		if (c.shm) {
+			/* Under the lock: held by our holder record from now on. */
+			got = ppi_call_pages(&c, rv->page, k);
+			if (got < k)
+				resv_slots(&c, -(int)(k - got));
+		}
+	}
+	if (err != EIO) /* else the lock is not ours */
+		ppi_call_unlock(&c);
+	if (k && !c.shm && (got = ppi_call_pages(&c, rv->page, k)) < k) {
+		/* Out of pool pages: the slots we cannot fill are room again. */
+		ppi_call_relock(&c); /* a private ring's lock cannot fail */
+		resv_slots(&c, -(int)(k - got));
+		ppi_call_pass(&c, PPI_WRITE, INT_MAX);
+		ppi_call_unlock(&c);
+	}
+	if (!got) {
+		atomic_store(&rv->state, PPI_RESV_NONE);
+		return ppi_result(-1, k ? ENOMEM : err, sigpipe, fl);
+	}
+	size_t left = len;
+	for (unsigned i = 0; i < got; i++) {
+		iov[i].iov_base = ppi_call_addr(&c, rv->page[i]);
+		iov[i].iov_len = left < PP_PAGE_SIZE ? left : PP_PAGE_SIZE;
+		left -= iov[i].iov_len;
+	}
+	rv->pages = got;
+	rv->bytes = len - left;
+	rv->holder = out->shm ? out->shm->holder : 0;
+	atomic_store(&rv->state, PPI_RESV_HELD);
+	return (ssize_t)got;
+}
+
+/*
+ * End the reservation: push the pages holding its first n bytes (EPIPE,
+ * and none, when no reader is left), give back the others, free the slots
+ * not used.  The caller holds the state word (BUSY).  Returns 0 or an
+ * errno; *sigpipe for EPIPE.
+ */
+static int resv_end(struct pp_end *end, size_t n, int fl, bool *sigpipe)
+{
+	struct ppi_resv *rv = &end->resv;
+	struct ppi_call c;
+	int err = ppi_call_lock(&c, end->ring, end->shm, false);
+	if (err)
+		return err; /* EIO: the pipe is gone; our pages go with our record */
+	resv_slots(&c, -(int)rv->pages);
+	unsigned pushed = 0;
+	if (n && !LOAD(c.r->handles[PPI_READ])) {
+		*sigpipe = true;
+		err = EPIPE;
+	} else {
+		for (size_t done = 0; done < n; pushed++) {
+			size_t part = n - done < PP_PAGE_SIZE ? n - done : PP_PAGE_SIZE;
+			ppi_call_push_page(&c, rv->page[pushed], (uint32_t)part, fl);
+			done += part;
+		}
+	}
+	/* The slots we did not fill are room for any writer (and a wake a
+	 * writer may have passed us goes on). */
+	if (pushed < rv->pages)
+		ppi_call_pass(&c, PPI_WRITE, INT_MAX);
+	uint32_t kind = PPI_KIND_ANON << PPI_BUF_KIND_SHIFT;
+	if (c.shm) /* a shared ring's pages go back under its lock */
+		ppi_call_put(&c, kind, rv->page + pushed, rv->pages - pushed);
+	ppi_call_unlock(&c);
+	if (!c.shm)
+		ppi_call_put(&c, kind, rv->page + pushed, rv->pages - pushed);
+	return err;
+}
+
+PPI_API ssize_t pp_commit(struct pp_end *out, size_t n)
+{
+	struct ppi_ring *r = ppi_end_ring_side(out, PPI_WRITE);
+	if (!r)
+		return -1;
+	struct ppi_resv *rv = &out->resv;
+	if (!resv_claim(out, PPI_RESV_HELD)) {
+		uint32_t state = atomic_load(&rv->state);
+		bool none = state == PPI_RESV_NONE || (state == PPI_RESV_HELD && resv_stale(out));
+		if (none && !n)
+			return 0;
+		errno = none ? EINVAL : EBUSY;
+		return -1;
+	}
+	if (n > rv->bytes) {
+		atomic_store(&rv->state, PPI_RESV_HELD); /* still the caller's */
+		errno = EINVAL;
+		return -1;
+	}
+	int fl = ppi_end_flags(out);
+	bool sigpipe = false;
+	int err = resv_end(out, n, fl, &sigpipe);
+	atomic_store(&rv->state, PPI_RESV_NONE);
+	return ppi_result(err ? -1 : (ssize_t)n, err, sigpipe, fl);
+}
+
+/* pp_close: what the handle still has reserved goes back, unpublished. */
+void ppi_resv_drop(struct pp_end *end)
+{
+	if (!resv_claim(end, PPI_RESV_HELD))
+		return; /* none, a forked child's copy, or another thread's call */
+	bool sigpipe = false;
+	resv_end(end, 0, 0, &sigpipe);
+	atomic_store(&end->resv.state, PPI_RESV_NONE);
+}
