@@ -374,7 +374,9 @@ ssize_t pp_consume(struct pp_end *in, size_t n);
  * The zero-copy writer.  pp_reserve fills iov[0..max) with free space of
  * the pipe of `out` to write in place: up to len bytes, one segment per
  * fresh page (PP_PAGE_SIZE bytes each, the last one shorter), at most 64
- * pages, not yet visible to readers.  It waits like pp_write() for room
+ * pages, and on a PP_SHARED pipe at most half its capacity (so the reader
+ * drains one half while the writer fills the other, as pp_write's batches
+ * do), not yet visible to readers.  It waits like pp_write() for room
  * (EAGAIN with PP_NONBLOCK) and returns the number of segments (at least
  * one), or 0 when len or max is 0.  The space counts as used for other
  * writers until pp_commit publishes the first n bytes of it, in order

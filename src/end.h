@@ -23,7 +23,7 @@ extern _Atomic uint32_t ppi_fork_gen;
  * reservation, or two threads ending one, are told apart (EBUSY); the
  * other fields belong to whichever call moved state to BUSY, and to the
  * holder of the reservation while HELD. */
-#define PPI_RESV_MAX 64 /* pages one reservation holds at most */
+#define PPI_RESV_MAX PPI_BATCH_MAX /* pages one reservation holds at most */
 enum { PPI_RESV_NONE, PPI_RESV_BUSY, PPI_RESV_HELD };
 struct ppi_resv {
 	_Atomic uint32_t state;

@@ -115,6 +115,12 @@ PPI_API ssize_t pp_reserve(struct pp_end *out, struct iovec *iov, int max, size_
 	struct ppi_call c;
 	bool sigpipe = false;
 	int err = ppi_call_lock(&c, r, out->shm, false);
+	/* On a shared ring at most half the capacity, as a write's batches
+	 * (ppi_call_batch): a reservation of the whole pipe would hand the
+	 * ring over whole, the reader waiting for the entire fill and the
+	 * writer for the entire read. */
+	if (!err && want > ppi_call_batch(&c))
+		want = ppi_call_batch(&c);
 	uint32_t k = err ? 0 : resv_room(&c, want, fl & PP_NONBLOCK, &err, &sigpipe);
 	unsigned got = 0;
 	if (k) {

@@ -197,9 +197,9 @@ static inline size_t min_size(size_t a, size_t b)
 	return a < b ? a : b;
 }
 
-/* Most pages a writer fills outside the lock in one go, and most buffers a
- * reader takes out of the ring to copy outside the lock (on its stack). */
-#define BATCH_MAX 64
+/* Most buffers a reader takes out of the ring to copy outside the lock (on
+ * its stack); a writer's batches are ppi_call_batch (call.h). */
+#define BATCH_MAX PPI_BATCH_MAX
 
 /*
  * Fill up to k pages from a copy of the iterator with the lock dropped, so
@@ -212,31 +212,6 @@ static inline size_t min_size(size_t a, size_t b)
  * was pushed; returns 0, or when nothing could be pushed ENOMEM, EPIPE (and
  * *sigpipe), EAGAIN (lost the race for room) or EIO.
  */
-/*
- * Pages one batch of a large write may copy before it publishes them.  On
- * a shared ring, half the capacity: a write as big as the pipe, copied
- * whole before it is published, hands the ring over whole (the reader
- * waits for the entire copy, then the writer for the entire read); in
- * halves the reader drains one while the writer fills the other.  Smaller
- * batches pipeline no better and take the lock more often, and the lock is
- * what costs between processes (its word moves between the CPUs at each
- * taking).  Measured between processes, default 64 KiB pipe, 64 KiB
- * writes (bench_procs -c '64 KiB', three alternating runs each): in
- * quarters 10.0-10.2 GB/s with pp_read, 11.4-12.1 with pp_peek; in halves
- * 10.8-12.6 and 13.8-14.6; whole, the pp_peek reader fell to 13-14.5
- * (a probe program, 2 GiB, against 16-18 in halves).  At 256 KiB halves
- * and quarters measured the same.  On a private ring the batching measured
- * no better (bench_core 64 KiB and 1 MiB, within the noise), so its batches
- * stay as large as the room allows.
- */
-static inline unsigned batch_limit(const struct ppi_call *c)
-{
-	if (!c->shm)
-		return BATCH_MAX;
-	uint32_t q = LOAD(c->r->max_usage) / 2;
-	return q < 1 ? 1 : q > BATCH_MAX ? BATCH_MAX : q;
-}
-
 static int write_batch(struct ppi_call *c, int fl, struct ppi_iter *it, unsigned k,
                        size_t *bytes_out, bool *sigpipe)
 {
@@ -377,7 +352,7 @@ __attribute__((noinline)) static ssize_t write_locked(struct ppi_call *cp, int f
 		uint32_t room = ppi_ring_room(r);
 		if (room) {
 			size_t want = (it->left + PPI_PAGE_MASK) / PP_PAGE_SIZE;
-			unsigned k = (unsigned)min_size(min_size(want, room), batch_limit(&c));
+			unsigned k = (unsigned)min_size(min_size(want, room), ppi_call_batch(&c));
 			if (k == 1) {
 				/* One page: cheaper to copy it under the lock. */
 				uint32_t page;
