@@ -28,7 +28,10 @@
  *                      before the kill, not yet published), and that
  *                      pp_shared_stats is back where it was before the
  *                      writers joined: no page held, none in the ring,
- *                      one holder.  End-of-file latency (last kill to
+ *                      one holder.  Odd writers make their records in
+ *                      place (pp_reserve, build, pp_commit; now and then
+ *                      reserving a page more, given back), so kills also
+ *                      land between a reserve and its commit.  End-of-file latency (last kill to
  *                      pp_read returning 0) must stay under 1 s; median and
  *                      max are printed.  t_scaled_san(300) kills (a quarter
  *                      of that under valgrind); under PP_SOAK_SECONDS,
@@ -58,17 +61,42 @@ struct share {
 static struct share *sh;
 static struct cr_stream stream;
 
-/* A writer: records as fast as the pipe takes them, until killed. */
+/* One record made in place: reserved (now and then a page more than it
+ * needs, which the commit gives back), built in the pipe's page, committed;
+ * what pp_commit returned. */
+static ssize_t write_in_place(struct pp_end *w, uint32_t id, uint32_t seq, uint32_t len)
+{
+	struct iovec iov[2];
+	size_t want = len + (cr_below(4) == 0 ? PP_PAGE_SIZE : 0);
+	ssize_t k = pp_reserve(w, iov, 2, want);
+	if (k < 1 || iov[0].iov_len < len) {
+		fprintf(stderr, "writer %u: pp_reserve(%zu) = %zd (errno %d)\n", id, want, k, errno);
+		_exit(3);
+	}
+	cr_make(iov[0].iov_base, id, seq, len);
+	return pp_commit(w, len);
+}
+
+/* A writer: records as fast as the pipe takes them, until killed.  Odd
+ * writers make each record in place (pp_reserve, pp_commit), so kills land
+ * in a reservation too: its pages and slots must come back, and the
+ * record must never be seen. */
 __attribute__((noreturn)) static void writer(struct pp_end *w, uint32_t id, atomic_long *returned)
 {
 	static unsigned char rec[PP_PIPE_BUF];
 	double until = t_now() + 60; /* never outlive a broken test for long */
 	for (uint32_t seq = 0; t_now() < until; seq++) {
 		uint32_t len = cr_len();
-		cr_make(rec, id, seq, len);
-		ssize_t n = pp_write(w, rec, len);
+		ssize_t n;
+		if (id % 2) {
+			n = write_in_place(w, id, seq, len);
+		} else {
+			cr_make(rec, id, seq, len);
+			n = pp_write(w, rec, len);
+		}
 		if (n != (ssize_t)len) {
-			fprintf(stderr, "writer %u: pp_write = %zd (errno %d)\n", id, n, errno);
+			fprintf(stderr, "writer %u: %s = %zd (errno %d)\n", id,
+			        id % 2 ? "pp_commit" : "pp_write", n, errno);
 			_exit(3);
 		}
 		atomic_store(returned, (long)seq + 1);
