@@ -393,8 +393,9 @@ ssize_t pp_consume(struct pp_end *in, size_t n);
  * reserved, and the reservation stays), EFAULT (iov NULL), EBUSY (the
  * handle has a reservation, or another thread is ending it), EAGAIN,
  * EPIPE (no reader: SIGPIPE unless PP_NOSIGPIPE; a pp_commit that fails
- * so has given the space back), EINTR, ENOMEM, EIO (a corrupt shared
- * pipe).
+ * so has given the space back), EINTR, ENOMEM, EIO (a shared pipe whose
+ * lock a stopped process holds, or a corrupt one; a pp_commit that fails
+ * so keeps the reservation, to commit again or close).
  */
 ssize_t pp_reserve(struct pp_end *out, struct iovec *iov, int max, size_t len);
 ssize_t pp_commit(struct pp_end *out, size_t n);

@@ -170,7 +170,7 @@ static int resv_end(struct pp_end *end, size_t n, int fl, bool *sigpipe)
 	struct ppi_call c;
 	int err = ppi_call_lock(&c, end->ring, end->shm, false);
 	if (err)
-		return err; /* EIO: the pipe is gone; our pages go with our record */
+		return err; /* EIO: nothing changed, the reservation is still ours */
 	resv_slots(&c, -(int)rv->pages);
 	unsigned pushed = 0;
 	if (n && !LOAD(c.r->handles[PPI_READ])) {
@@ -218,7 +218,10 @@ PPI_API ssize_t pp_commit(struct pp_end *out, size_t n)
 	int fl = ppi_end_flags(out);
 	bool sigpipe = false;
 	int err = resv_end(out, n, fl, &sigpipe);
-	atomic_store(&rv->state, PPI_RESV_NONE);
+	/* EIO: the lock could not be had (a stopped owner, which may go on;
+	 * or a corrupt pipe).  Nothing was published or given back: the
+	 * reservation stays, to commit again or close. */
+	atomic_store(&rv->state, err == EIO ? PPI_RESV_HELD : PPI_RESV_NONE);
 	return ppi_result(err ? -1 : (ssize_t)n, err, sigpipe, fl);
 }
 
