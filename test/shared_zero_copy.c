@@ -20,7 +20,12 @@
  *     private pipe to a private and a shared one, the shared pipes' other
  *     ends in other processes (the bytes are copied across memories):
  *     every byte arrives in every output, and tee leaves its source
- *     unchanged (the source's own reader gets every byte too).
+ *     unchanged (the source's own reader gets every byte too);
+ *   - pp_vmsplice into a shared pipe copies the caller's memory once into
+ *     the pipe's pages (the reader process could not see the caller's):
+ *     each segment that went in is released before the call returns, the
+ *     caller may then change its memory and the reader process still gets
+ *     the bytes as they were; the buffers are never appended to.
  */
 #include <fcntl.h>
 #include <stdint.h>
@@ -548,6 +553,67 @@ static void fanout_to_private_and_shared(void)
 	between(OP_FANOUT, 0, 1);
 }
 
+/* ---- vmsplice into a shared pipe ---------------------------------------- */
+
+struct rel {
+	int calls;
+	size_t bytes;
+};
+
+static void on_release(void *arg, const struct iovec *seg)
+{
+	struct rel *r = arg;
+	r->calls++;
+	r->bytes += seg->iov_len;
+}
+
+/* The reader process: 10 + 5000 + 3 bytes, in four buffers (the vmsplice'd
+ * ones never merged into), then end of file. */
+static void vmsplice_reader(void *arg)
+{
+	struct pp_end *rd = arg;
+	size_t want[] = { 10, 4096, 904, 3 };
+	size_t pos = 0;
+	for (int i = 0; i < 4; i++) {
+		struct iovec iov[8];
+		ssize_t k = pp_peek(rd, iov, 1);
+		CHECK_EQ(k, 1);
+		if (k != 1)
+			break;
+		CHECK_EQ(iov[0].iov_len, want[i]);
+		CHECK_EQ(tp_verify(iov[0].iov_base, iov[0].iov_len, SEED, pos), -1);
+		CHECK_EQ(pp_consume(rd, iov[0].iov_len), (ssize_t)iov[0].iov_len);
+		pos += iov[0].iov_len;
+	}
+	unsigned char b[8];
+	CHECK_EQ(pp_read(rd, b, sizeof b), 0);
+	CHECK_EQ(pp_close(rd), 0);
+}
+
+static void vmsplice_into_shared_copies(void)
+{
+	struct pp_end *e[2];
+	CHECK_EQ(pp_pipe(e, PP_SHARED), 0);
+	static unsigned char a[10], b[5000], c[3];
+	tp_fill(a, sizeof a, SEED, 0);
+	tp_fill(b, sizeof b, SEED, 10);
+	tp_fill(c, sizeof c, SEED, 5010);
+	struct rel r = { 0, 0 };
+	struct iovec iov[3] = { { a, sizeof a }, { NULL, 0 }, { b, sizeof b } };
+	CHECK_EQ(pp_vmsplice(e[1], iov, 3, 0, on_release, &r), 5010);
+	/* released at once, each segment that went in (not the empty one) */
+	CHECK_EQ(r.calls, 2);
+	CHECK_EQ(r.bytes, 5010);
+	/* the caller's memory is its own again: the pipe holds copies */
+	memset(a, 0xa5, sizeof a);
+	memset(b, 0x5a, sizeof b);
+	CHECK_EQ(pp_write(e[1], c, sizeof c), 3); /* a buffer of its own */
+	CHECK_EQ(pp_close(e[1]), 0);
+	pid_t pid = t_child(vmsplice_reader, e[0]);
+	CHECK_EQ(pp_close(e[0]), 0);
+	t_reap(pid);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -558,5 +624,6 @@ int main(void)
 	RUN(splice_tee_shared_private);
 	RUN(splice_tee_shared_shared);
 	RUN(fanout_to_private_and_shared);
+	RUN(vmsplice_into_shared_copies);
 	return T_DONE();
 }
