@@ -308,6 +308,8 @@ ls "$dir" | wc -l | sed 's/$/ seeds in '"$(echo "$dir" | sed 's/[\/&]/\\&/g')"'/
 #   sleepers, 04 reserved, 05 handles[F/6%4];  R 06 any word below the
 #   holders (offset I<<8|F);  R 07 the slot at tail (I even) or head (I odd)
 #   + (I>>1)%8 - 4 of the area in use, F as R 02 (so I 08: tail, 09: head).
+# pp_reserve "1f H SIZE M" (also 5f, 9f, df), pp_commit "3f H K V" (also
+#   7f, bf, ef): see fuzz_hostile.c; 0f, 2f, .. ff otherwise stay pp_fd.
 # V: 00 0, 01 1, 02 +1, 03 -1, 04 ffffffff, 05 80000000, 06 7fffffff,
 #   07+16k flip bit 2k, 08 B: B, 09 4096, 0a 4097, 0b 2^20, 0c 2^19,
 #   0d B: +B, 0e B: -B, 0f B B B B: that word.
@@ -360,4 +362,14 @@ seed h39_fd_state          00 0c 00 00 05 04 '|' 0c 00 00 07 04 '|' 0f 00 00 '|'
 seed h40_from_fd_corrupt   00 0c 07 09 00 0b '|' 08 00 62 '|' 0c 01 00 01 02 '|' 08 00 20 ff '|' 02 00 7f
 seed h41_raw_header        00 $W10 '|' 0c 06 00 40 04 '|' 0c 06 10 08 04 '|' 0c 06 20 0c 0b '|' $R10 '|' $W10
 seed h42_scribble_close    00 0e 01 02 3f 01 '|' 0b 00 00 '|' 0b 01 00
+# The zero-copy writer (1f reserve H SIZE M, 3f commit H K V): a
+# reservation open across writes, reads, corruption and a scribbler; EBUSY
+# on the handle that has one, not on its dup; a close gives it back; no
+# reader: EPIPE; at most half a shared pipe's capacity.
+seed h43_reserve_commit    00 1f 00 80 10 27 08 '|' 00 00 0a '|' 3f 00 02 80 '|' 02 00 7f '|' 3f 00 00 00 '|' 3f 00 03 00 '|' 02 00 7f
+seed h44_reserve_busy_dup  00 0a 01 00 '|' 1f 00 62 04 '|' 1f 00 62 04 '|' 1f 01 62 04 '|' 0b 01 00 '|' 3f 00 01 00 '|' 02 00 7f '|' 02 00 7f
+seed h45_reserve_corrupt   00 1f 00 80 10 27 08 '|' 0c 00 00 02 04 '|' 0c 01 00 04 03 '|' 3f 00 01 00 '|' 02 00 7f '|' 1f 00 80 10 27 08 '|' 0c 05 00 04 00 '|' 3f 00 02 c0 '|' 02 00 7f
+seed h46_reserve_race      00 1f 00 7f 40 '|' 0e 12 34 3f 07 '|' 00 00 20 ff '|' 3f 00 01 00 '|' 1f 00 7f 40 '|' 02 00 7f '|' 3f 00 02 80 '|' 04 00 04 80 '|' 1f 00 7f 40
+seed h47_reserve_no_reader 00 1f 00 62 04 '|' 0b 00 00 '|' 3f 00 01 00 '|' 1f 00 62 04 '|' 3f 00 00 00 '|' 1f 00 62 04
+seed h48_reserve_half      01 06 01 00 04 '|' 1f 00 7f 40 '|' 5f 00 7f 40 '|' 00 00 7f '|' 7f 00 01 00 '|' 02 00 7f '|' 02 00 7f
 ls "$dir" | wc -l | sed 's/$/ seeds in '"$(echo "$dir" | sed 's/[\/&]/\\&/g')"'/'
