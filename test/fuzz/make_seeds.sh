@@ -233,6 +233,12 @@ seed z42_reserve_64_pages   0d 12 01 '|' 2f 00 01 a0 e0 93 04 fc 00 '|' 3f 20 01
 # A full blocking pipe: the reserve is skipped, then made non-blocking
 # (EAGAIN); a reservation while vmsplice and splice_from_fd fill the rest.
 seed z43_reserve_around     01 00 7f 01 '|' 2f 00 00 0a 04 00 '|' 2f 00 00 0a 04 01 '|' 02 00 6f 00 '|' 2f 00 00 6f 40 01 '|' 08 00 00 ff 00 00 00 '|' 07 00 00 41 00 00 '|' 3f 08 00 00 '|' 02 00 7f 00 '|' 02 00 7f 00
+# pp_fd descriptors follow reserved slots: a reservation filling the pipe
+# takes the write end's readiness, a commit of 0 gives it back, a commit
+# makes the read end ready.
+seed z44_reserve_pp_fd      0b 03 01 '|' 0b 02 01 '|' 0d 08 01 '|' 2f 00 01 7f 40 00 '|' 3f 00 01 00 '|' 2f 00 01 7f 40 00 '|' 3f 10 01 40 '|' 02 01 7f 00 '|' 2f 00 01 7f 40 00 '|' 0c 00 01 '|' 3f 08 01 00
+# The last end closed holds a reservation: the pipe goes with it.
+seed z45_reserve_last_close 2f 00 00 80 10 27 08 00 '|' 2f 00 01 62 08 00 '|' 0c 00 00 '|' 0c 01 00 '|' 01 00 0a 00 '|' 0c 00 00 '|' 0c 01 00
 ls "$dir" | wc -l | sed 's/$/ seeds in '"$(echo "$dir" | sed 's/[\/&]/\\&/g')"'/'
 
 # ---- fuzz_opts.c --------------------------------------------------------------
