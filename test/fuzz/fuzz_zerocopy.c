@@ -957,8 +957,8 @@ static void zf_op_bad(struct fuzz_in *in)
  * (EBADF), else the write end.  M: ff max -1, fe IOV_MAX+1 (EINVAL), fd a
  * NULL iov (EFAULT), fc IOV_MAX, else max M%72 (0: returns 0; past 64 the
  * 64-page bound rules).  MODE bit0: a blocking end that would wait is made
- * non-blocking for the call (else skipped).  The length is a SIZE (up to
- * ZF_MAX_IO: the 64-page bound).  The pages handed out must be fresh
+ * non-blocking for the call (else skipped).  The length is a LEN (a SIZE up
+ * to ZF_MAX_IO, past the 64-page bound; 1 GiB; SIZE_MAX).  The pages handed out must be fresh
  * (page-aligned, no page the model's pipes name), as many as the model
  * says, each a page but the last; they are filled with pattern bytes at
  * once (their mirrors too), so a page given to anyone else before the
@@ -971,7 +971,7 @@ static void zf_op_reserve(struct fuzz_in *in)
 	unsigned c = fuzz_byte(in);
 	int side = c % 8 == 7 ? ZM_R : ZM_W;
 	struct zm_pipe *p = zf_pick(in, side);
-	size_t len = fuzz_size(in, ZF_MAX_IO);
+	size_t len = zf_len(in);
 	unsigned mb = fuzz_byte(in), mode = fuzz_byte(in);
 	if (!p)
 		return;

@@ -145,8 +145,8 @@ ls "$dir" | wc -l | sed 's/$/ seeds in '"$(echo "$dir" | sed 's/[\/&]/\\&/g')"'/
 #                               at OFF*1031 (past the end: it grows), 2
 #                               ftruncate to OFF*1031 (EPERM if sealed and
 #                               smaller); it starts unsealed, 200000 bytes
-#   2f|4f|..|ef C PIPE SIZE M MODE  pp_reserve of SIZE bytes (up to 300000)
-#                               into M segments: M ff max -1, fe IOV_MAX+1
+#   2f|4f|..|ef C PIPE LEN M MODE  pp_reserve of LEN bytes (a SIZE up to
+#                               300000, 1 GiB or SIZE_MAX) into M segments: M ff max -1, fe IOV_MAX+1
 #                               (EINVAL), fd a NULL iov (EFAULT), fc IOV_MAX,
 #                               else M%72; C%8 7 on a read end (EBADF), else
 #                               the write end (a second one: EBUSY); MODE
@@ -239,6 +239,8 @@ seed z43_reserve_around     01 00 7f 01 '|' 2f 00 00 0a 04 00 '|' 2f 00 00 0a 04
 seed z44_reserve_pp_fd      0b 03 01 '|' 0b 02 01 '|' 0d 08 01 '|' 2f 00 01 7f 40 00 '|' 3f 00 01 00 '|' 2f 00 01 7f 40 00 '|' 3f 10 01 40 '|' 02 01 7f 00 '|' 2f 00 01 7f 40 00 '|' 0c 00 01 '|' 3f 08 01 00
 # The last end closed holds a reservation: the pipe goes with it.
 seed z45_reserve_last_close 2f 00 00 80 10 27 08 00 '|' 2f 00 01 62 08 00 '|' 0c 00 00 '|' 0c 01 00 '|' 01 00 0a 00 '|' 0c 00 00 '|' 0c 01 00
+# Lengths past any reservation: 1 GiB and SIZE_MAX, 64 pages at most.
+seed z46_reserve_huge       0d 12 01 '|' 2f 00 01 ff fc 00 '|' 3f 08 01 00 '|' 2f 00 01 fe 40 00 '|' 3f 10 01 ff '|' 03 01 00 ff 00 '|' 2f 00 00 fe 02 00 '|' 3f 20 00 02 '|' 02 00 7f 00 '|' 02 01 7f 00
 ls "$dir" | wc -l | sed 's/$/ seeds in '"$(echo "$dir" | sed 's/[\/&]/\\&/g')"'/'
 
 # ---- fuzz_opts.c --------------------------------------------------------------

@@ -813,7 +813,8 @@ __attribute__((unused)) static long zm_reserve_predict(struct zm_pipe *p, int ma
 		*err = EPIPE;
 		return -1;
 	}
-	size_t want = zm_min(zm_min((len + ZM_PG - 1) / ZM_PG, ZM_RESV_MAX), (size_t)max);
+	size_t pages = len / ZM_PG + (len % ZM_PG != 0); /* len may be SIZE_MAX */
+	size_t want = zm_min(zm_min(pages, ZM_RESV_MAX), (size_t)max);
 	if (!zm_room(p)) {
 		*wait = true;
 		*err = EAGAIN;
