@@ -9,12 +9,13 @@
  *        and packet rules, pp_nread/pp_events/pp_fd and the pool's counters;
  *   zc   test/fuzz/fuzz_zerocopy.c  test/fuzz/corpus_zc/  the zero-copy
  *        calls (splice, tee, fan-out, vmsplice, splice to and from
- *        descriptors, peek/consume) between several pipes, from a source
- *        file that is read or, once sealed, mapped, against the
- *        buffer-and-page model of test/fuzz/zc_model.c;
+ *        descriptors, peek/consume, reserve/commit) between several pipes,
+ *        from a source file that is read or, once sealed, mapped, against
+ *        the buffer-and-page model of test/fuzz/zc_model.c;
  *   hostile test/fuzz/fuzz_hostile.c test/fuzz/corpus_hostile/ a shared
  *        pipe whose control memory a misbehaving peer writes garbage over,
- *        between calls and (a forked scribbler) during them;
+ *        between calls and (a forked scribbler) during them, reservations
+ *        of its pages held across them;
  *   opts test/fuzz/fuzz_opts.c      test/fuzz/corpus_opts/ the command's
  *        option parser, tools/pagepipe/opts.c (only when that file exists).
  * (See each file for what one input exercises and checks.)  PP_FUZZ_CORPUS,

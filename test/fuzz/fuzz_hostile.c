@@ -29,7 +29,14 @@
  *                       (N%64+1)*64 words of garbage (chosen by the 16-bit
  *                       seed S S) over the ctl memory while this one runs
  *                       the next K%8+1 steps; then it is killed
- *   f SIDE H            pp_fd, and a poll of it
+ *   f SIDE H            pp_fd, and a poll of it (0f, 2f, 4f, 6f, 8f, af,
+ *                       cf, ff; the other bytes ending in f are:)
+ *   1f|5f|9f|df H SIZE M  pp_reserve of SIZE bytes in M%72 segments on write
+ *                       handle H, filled at once; it stays reserved across
+ *                       the steps after it, until a commit or a close
+ *   3f|7f|bf|ef H K V   pp_commit on write handle H of K%4 0 nothing, 1
+ *                       all reserved, 2 V/255 of it, 3 one byte more
+ *                       (EINVAL), its bytes the stream's next ones
  * H picks among the side's open handles (a step is skipped when the side
  * has none).  The scribbler process is what another holder of the pipe
  * could be: it is a fork, so it holds the pipe (the library's fork handler
@@ -45,7 +52,12 @@
  * Checked after every call: it returned within a bound (the lock's one
  * second give-up, and slack), and returned a count no larger than asked,
  * or -1 with an errno the call documents (EIO for a corrupt pipe, EAGAIN,
- * EPIPE, ...).  Every byte a read, peek, splice or tee delivers is a byte
+ * EPIPE, ...).  pp_reserve's segments must be distinct whole pages of the
+ * data memory (it is written to them), EBUSY must come exactly when the
+ * handle already has a reservation, pp_commit's EINVAL exactly when it has
+ * none (n > 0) or n is more than it has; on a clean pipe a reservation is
+ * at most half the capacity and a commit gives n, or EPIPE without a
+ * reader.  Every byte a read, peek, splice or tee delivers is a byte
  * some write put into the data memory: this target writes only bytes with
  * the top bit set, so any other byte but 0 (pages never written) came from
  * outside the pipe's data.  Until the first write to the ctl memory the
@@ -89,6 +101,15 @@ int HF_ENTRY(const uint8_t *data, size_t size);
 #define HF_MAX_IO (3 * 65536)
 #define HF_STEPS 64
 
+/* A write handle's reservation: its segments, checked to lie in the data
+ * memory when pp_reserve handed them out (it never shrinks). */
+struct hf_resv {
+	struct pp_end *e; /* NULL: a free record */
+	int n;
+	size_t bytes;
+	struct iovec iov[64];
+};
+
 struct hf {
 	struct fuzz_report rep;
 	struct fuzz_in in;
@@ -107,6 +128,7 @@ struct hf {
 	int race_left;
 	uint64_t bound_ns;
 	unsigned char *buf;
+	struct hf_resv resv[HF_HANDLES]; /* the write handles' pp_reserve, uncommitted */
 };
 
 /* The byte at stream position p: always with the top bit set. */
@@ -370,6 +392,15 @@ static void hf_clean_read(struct hf *f, long ret, int err, size_t asked)
 
 /* ---- steps ------------------------------------------------------------------ */
 
+/* The reservation record of write handle e (NULL: none). */
+static struct hf_resv *hf_resv_of(struct hf *f, struct pp_end *e)
+{
+	for (int i = 0; i < HF_HANDLES; i++)
+		if (f->resv[i].e == e)
+			return &f->resv[i];
+	return NULL;
+}
+
 static struct pp_end *hf_handle(struct hf *f, int side)
 {
 	unsigned c = fuzz_byte(&f->in);
@@ -616,6 +647,9 @@ static void hf_dup_close(struct hf *f, bool close_it)
 		hf_scribbler_stop(f);
 	struct pp_end *e = f->h[side][i];
 	f->h[side][i] = f->h[side][--f->nh[side]];
+	struct hf_resv *r = side ? hf_resv_of(f, e) : NULL;
+	if (r) /* pp_close gives it back */
+		r->e = NULL;
 	int ret = pp_close(e);
 	int err = errno;
 	hf_timed(f, t0);
@@ -639,6 +673,137 @@ static void hf_fd(struct hf *f)
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		FUZZ_CHECK(&f->rep, poll(&p, 1, 0) >= 0, "poll: %s", strerror(errno));
 	}
+}
+
+/* A byte put in reserved space before the commit decides what it holds:
+ * the top bit set (every byte this target writes has it), but not the
+ * stream's byte at that place, so a page a reader sees too early shows. */
+static inline unsigned char hf_resv_pat(size_t i)
+{
+	return (unsigned char)(0x80 | ((i * 13 + 5) & 0x7f));
+}
+
+/*
+ * pp_reserve on write handle H of SIZE bytes in M%72 segments.  EBUSY
+ * exactly when the handle has a reservation (that state is the handle's,
+ * in this process: no write to the shared memory changes it); else the
+ * pages handed out (at most M, 64, and on a clean pipe half its capacity)
+ * or an error a write may give.  The segments must be whole pages of the
+ * data memory (the last one shorter), distinct; they are filled at once
+ * (so a page that is also in the ring shows as other bytes on a clean
+ * pipe) and stay reserved across the steps that follow.
+ */
+static void hf_reserve(struct hf *f)
+{
+	struct pp_end *e = hf_handle(f, 1);
+	size_t len = fuzz_size(&f->in, HF_MAX_IO);
+	int max = (int)(fuzz_byte(&f->in) % 72);
+	if (!e)
+		return;
+	struct hf_resv *held = hf_resv_of(f, e), *r = held ? held : hf_resv_of(f, NULL);
+	long cap = f->dirty ? 0 : pp_getsize(e) / PP_PAGE_SIZE;
+	fuzz_name(&f->rep, "pp_reserve(%zu, max %d)%s", len, max, held ? " (holds one)" : "");
+	struct iovec iov[72];
+	uint64_t t0 = hf_now();
+	ssize_t ret = pp_reserve(e, iov, max, len);
+	int err = errno;
+	hf_timed(f, t0);
+	static const int errs[] = { EAGAIN, EPIPE, EIO, ENOMEM, EBUSY, 0 };
+	hf_ret(f, ret, err, (size_t)(max < 64 ? max : 64), errs);
+	FUZZ_CHECK(&f->rep, (ret == -1 && err == EBUSY) == !!held,
+	           "returned %zd (%s), the handle %s a reservation", ret, ret < 0 ? strerror(err) : "-",
+	           held ? "has" : "has no");
+	if (!f->dirty && !held) {
+		if (!max || !len)
+			FUZZ_CHECK(&f->rep, ret == 0, "returned %zd for nothing asked", ret);
+		else if (!f->nh[0])
+			FUZZ_CHECK(&f->rep, ret == -1 && err == EPIPE, "no reader, yet %zd (%s)", ret,
+			           ret < 0 ? strerror(err) : "-");
+		else
+			FUZZ_CHECK(&f->rep, ret > 0 || err == EAGAIN, "failed (%s) on a clean pipe",
+			           strerror(err));
+		long half = cap / 2 > 1 ? cap / 2 : 1;
+		FUZZ_CHECK(&f->rep, ret <= half, "%zd pages of a %ld-page shared pipe: more than half",
+		           ret, cap);
+	}
+	if (ret <= 0)
+		return;
+	size_t mapped = LOAD(f->shm->mapped), at = 0;
+	for (ssize_t i = 0; i < ret; i++) {
+		unsigned char *b = iov[i].iov_base;
+		size_t want = len - at < PP_PAGE_SIZE ? len - at : PP_PAGE_SIZE;
+		FUZZ_CHECK(&f->rep, at < len && iov[i].iov_len == want,
+		           "segment %zd of %zd: %zu bytes, want %zu", i, ret, iov[i].iov_len, want);
+		FUZZ_CHECK(&f->rep,
+		           ((uintptr_t)b & (PP_PAGE_SIZE - 1)) == 0 && b >= f->data + PP_PAGE_SIZE &&
+		               b + PP_PAGE_SIZE <= f->data + mapped * PP_PAGE_SIZE,
+		           "segment %zd (%p) is not a page of the data memory [%p, %p)", i, (void *)b,
+		           (void *)(f->data + PP_PAGE_SIZE), (void *)(f->data + mapped * PP_PAGE_SIZE));
+		for (ssize_t j = 0; j < i; j++)
+			FUZZ_CHECK(&f->rep, iov[j].iov_base != b, "segments %zd and %zd: one page", j, i);
+		for (size_t k = 0; k < iov[i].iov_len; k++)
+			b[k] = hf_resv_pat(at + k);
+		at += iov[i].iov_len;
+	}
+	FUZZ_CHECK(&f->rep, r != NULL, "more reservations than write handles");
+	*r = (struct hf_resv){ .e = e, .n = (int)ret, .bytes = at };
+	memcpy(r->iov, iov, (size_t)ret * sizeof iov[0]);
+}
+
+/*
+ * pp_commit on write handle H: K%4 0 nothing, 1 all reserved, 2 V/255 of
+ * it, 3 one byte more (EINVAL: it stays).  What the handle has reserved
+ * is known here, so: without a reservation 0 for 0, else EINVAL; past it
+ * EINVAL; else n, or EPIPE (a clean pipe: exactly when no reader is left
+ * and n > 0), or EIO, and the reservation is over.  The first n bytes are
+ * the stream's next ones, put in place just before.
+ */
+static void hf_commit(struct hf *f)
+{
+	struct pp_end *e = hf_handle(f, 1);
+	unsigned k = fuzz_byte(&f->in), v = fuzz_byte(&f->in);
+	if (!e)
+		return;
+	struct hf_resv *r = hf_resv_of(f, e);
+	size_t have = r ? r->bytes : 0, n;
+	switch (k % 4) {
+	case 0: n = 0; break;
+	case 1: n = have; break;
+	case 2: n = have * v / 255; break;
+	default: n = have + 1; break;
+	}
+	fuzz_name(&f->rep, "pp_commit(%zu of %zu reserved)", n, have);
+	if (r && n <= have) {
+		size_t at = 0;
+		for (int i = 0; i < r->n && at < n; i++) {
+			unsigned char *b = r->iov[i].iov_base;
+			size_t c = n - at < r->iov[i].iov_len ? n - at : r->iov[i].iov_len;
+			for (size_t j = 0; j < c; j++)
+				b[j] = hf_pat(f->wpos + at + j);
+			at += c;
+		}
+	}
+	uint64_t t0 = hf_now();
+	ssize_t ret = pp_commit(e, n);
+	int err = errno;
+	hf_timed(f, t0);
+	static const int errs[] = { EINVAL, EPIPE, EIO, 0 };
+	hf_ret(f, ret, err, n, errs);
+	if (!r || n > have) {
+		FUZZ_CHECK(&f->rep, n ? ret == -1 && err == EINVAL : ret == 0,
+		           "returned %zd (%s), want %s", ret, ret < 0 ? strerror(err) : "-",
+		           n ? "EINVAL" : "0");
+		return;
+	}
+	FUZZ_CHECK(&f->rep, ret == (ssize_t)n || (ret == -1 && (err == EPIPE || err == EIO)),
+	           "returned %zd (%s), want %zu, EPIPE or EIO", ret, ret < 0 ? strerror(err) : "-", n);
+	if (!f->dirty)
+		FUZZ_CHECK(&f->rep, n && !f->nh[0] ? ret == -1 && err == EPIPE : ret == (ssize_t)n,
+		           "returned %zd (%s) on a clean pipe with %d readers", ret,
+		           ret < 0 ? strerror(err) : "-", f->nh[0]);
+	if (ret > 0)
+		f->wpos += (uint64_t)ret;
+	r->e = NULL; /* over, whatever the result */
 }
 
 static void hf_race(struct hf *f)
@@ -679,7 +844,14 @@ static void hf_step(struct hf *f, unsigned op)
 	case 12: hf_mutate(f); break;
 	case 13: hf_mutate(f); hf_step(f, fuzz_byte(&f->in) % 12); break;
 	case 14: hf_race(f); break;
-	default: hf_fd(f); break;
+	default: /* 0f, 2f, 4f, 6f, 8f, af, cf, ff (as in inputs made before
+	          * the others came) */
+		switch (op) {
+		case 0x1f: case 0x5f: case 0x9f: case 0xdf: hf_reserve(f); break;
+		case 0x3f: case 0x7f: case 0xbf: case 0xef: hf_commit(f); break;
+		default: hf_fd(f); break;
+		}
+		break;
 	}
 }
 
@@ -731,7 +903,11 @@ int HF_ENTRY(const uint8_t *data, size_t size)
 		while (f.nh[s]) {
 			fuzz_name(&f.rep, "pp_close at the end (side %d)", s);
 			uint64_t t0 = hf_now();
-			int ret = pp_close(f.h[s][--f.nh[s]]);
+			struct pp_end *e = f.h[s][--f.nh[s]];
+			struct hf_resv *r = s ? hf_resv_of(&f, e) : NULL;
+			if (r)
+				r->e = NULL;
+			int ret = pp_close(e);
 			int err = errno;
 			hf_timed(&f, t0);
 			FUZZ_CHECK(&f.rep, ret == 0 || (f.dirty && err == EIO), "pp_close: %s",

@@ -19,7 +19,10 @@
  * pp_write, pp_read, pp_splice, pp_tee, pp_fanout (1-4 outputs, duplicates
  * and the input's own pipe included now and then: EINVAL), pp_vmsplice
  * (1-4 segments of caller memory at any alignment, with a release callback),
- * pp_splice_from_fd, pp_splice_to_fd, pp_peek then pp_consume, pp_setfl,
+ * pp_splice_from_fd, pp_splice_to_fd, pp_peek then pp_consume, pp_reserve
+ * and pp_commit (the reservation stays open across any other operations,
+ * the close of either end included: its pages and slots count, the bytes
+ * the caller put in them must be what a commit publishes), pp_setfl,
  * pp_fd, pp_close of either side (so EPIPE, SIGPIPE and end of file happen),
  * pp_setsize, and calls that must fail (bad flags, wrong ends, bad counts,
  * NULL pointers, bad descriptors and offsets).  Nothing blocks: a call that
@@ -31,9 +34,10 @@
  * pp_nread, pp_getsize, pp_events of each open end and pp_fd readiness, and
  * its whole contents through pp_peek: one segment per model buffer, same
  * lengths, same bytes, same page addresses for shared pages (tee'd and
- * fanned-out copies are the same memory, vmsplice'd chunks the caller's);
- * pool pages_in_use equals the pool pages the model's buffers name (bytes
- * conserved, no page lost or leaked); every vmsplice release came exactly
+ * fanned-out copies are the same memory, vmsplice'd chunks the caller's,
+ * committed pages the very pages pp_reserve handed out);
+ * pool pages_in_use equals the pool pages the model's buffers and
+ * reservations name (bytes conserved, no page lost or leaked); every vmsplice release came exactly
  * once when its last chunk went, with the right length and the caller's
  * bytes intact; the sink file and the kernel pipe hold exactly what was
  * spliced to them, and the source file's position moved by what was taken,
@@ -948,6 +952,132 @@ static void zf_op_bad(struct fuzz_in *in)
 	         strerror(err), want, strerror(want));
 }
 
+/*
+ * pp_reserve (ops 2f, 4f, .. ef): C PIPE SIZE M MODE.  C%8 7: on a read end
+ * (EBADF), else the write end.  M: ff max -1, fe IOV_MAX+1 (EINVAL), fd a
+ * NULL iov (EFAULT), fc IOV_MAX, else max M%72 (0: returns 0; past 64 the
+ * 64-page bound rules).  MODE bit0: a blocking end that would wait is made
+ * non-blocking for the call (else skipped).  The length is a LEN (a SIZE up
+ * to ZF_MAX_IO, past the 64-page bound; 1 GiB; SIZE_MAX).  The pages handed out must be fresh
+ * (page-aligned, no page the model's pipes name), as many as the model
+ * says, each a page but the last; they are filled with pattern bytes at
+ * once (their mirrors too), so a page given to anyone else before the
+ * commit shows as other bytes in that pipe.  The reservation stays open
+ * across the operations that follow until a commit or the close.
+ */
+static void zf_op_reserve(struct fuzz_in *in)
+{
+	static struct iovec iov[IOV_MAX + 1];
+	unsigned c = fuzz_byte(in);
+	int side = c % 8 == 7 ? ZM_R : ZM_W;
+	struct zm_pipe *p = zf_pick(in, side);
+	size_t len = zf_len(in);
+	unsigned mb = fuzz_byte(in), mode = fuzz_byte(in);
+	if (!p)
+		return;
+	int i = zf_index(p);
+	int max = mb == 0xff ? -1 : mb == 0xfe ? IOV_MAX + 1 : mb == 0xfd ? 1
+	        : mb == 0xfc ? IOV_MAX : (int)(mb % 72);
+	bool null_iov = mb == 0xfd;
+	long want;
+	int eerr = 0;
+	bool wait = false, sig = false, toggled = false;
+	if (side == ZM_R)
+		want = -1, eerr = EBADF;
+	else if (max < 0 || max > IOV_MAX)
+		want = -1, eerr = EINVAL;
+	else if (null_iov)
+		want = -1, eerr = EFAULT;
+	else
+		want = zm_reserve_predict(p, max, len, &eerr, &wait, &sig);
+	if (wait && !zf_nb[i][ZM_W]) {
+		if (!(mode & 1))
+			return; /* it would wait */
+		toggled = true;
+	}
+	zf_name("pp_reserve(pipe %u side %d, max %d%s, %zu bytes%s) [%u+%u/%u slots]", p->id, side,
+	        max, null_iov ? ", iov NULL" : "", len, toggled ? ", made non-blocking" : "",
+	        p->count, p->resv_n, p->cap);
+	/* Segments past those handed out must stay as they were. */
+	int seen = max > 0 && max <= IOV_MAX ? max : 0;
+	for (int k = 0; k < seen; k++)
+		iov[k] = (struct iovec){ (void *)(uintptr_t)0x5a5a, 0x5a5a };
+	if (toggled)
+		zf_set_nb(p, ZM_W, true);
+	errno = 0;
+	ssize_t got = pp_reserve(p->end[side], null_iov ? NULL : iov, max, len);
+	int err = errno;
+	if (toggled)
+		zf_set_nb(p, ZM_W, false);
+	zf_check_ret(got, err, want, eerr);
+	zf_check_sig(sig && zf_sig_due(p));
+	for (int k = got > 0 ? (int)got : 0; k < seen; k++)
+		ZF_CHECK(iov[k].iov_base == (void *)(uintptr_t)0x5a5a && iov[k].iov_len == 0x5a5a,
+		         "segment %d of %d was written, %zd handed out", k, seen, got);
+	if (got <= 0)
+		return;
+	for (int k = 0; k < (int)got; k++) {
+		size_t c = zm_reserve_seg(len, got, k);
+		ZF_CHECK(iov[k].iov_len == c, "segment %d: %zu bytes, want %zu", k, iov[k].iov_len, c);
+		ZF_CHECK(((uintptr_t)iov[k].iov_base & (ZM_PG - 1)) == 0,
+		         "segment %d at %p: not the start of a page", k, iov[k].iov_base);
+		ZF_CHECK(!zm_addr_in_use(iov[k].iov_base),
+		         "segment %d at %p: a page a pipe of the model still names", k, iov[k].iov_base);
+		for (int j = 0; j < k; j++)
+			ZF_CHECK(iov[j].iov_base != iov[k].iov_base, "segments %d and %d: one page", j, k);
+	}
+	/* The caller's bytes, in place. */
+	const unsigned char *src = zf_pat + zf_cursor;
+	size_t at = 0;
+	for (int k = 0; k < (int)got; k++) {
+		memcpy(iov[k].iov_base, src + at, iov[k].iov_len);
+		at += iov[k].iov_len;
+	}
+	zf_cursor = (zf_cursor + (uint32_t)at + 11) % ZF_PAT;
+	ZF_CHECK(zm_reserve_apply(p, iov, got, len, src), "model: reservation not applied");
+}
+
+/*
+ * pp_commit (ops 3f, 5f, .. ff): C PIPE V.  C%8 7: on a read end (EBADF),
+ * else the write end, committing (C>>3)%5: 0 nothing (gives it all back),
+ * 1 all reserved, 2 V/255 of it, 3 1+V bytes more than reserved (EINVAL,
+ * the reservation stays), 4 V%17 whole pages (maybe more than reserved).
+ * Without a reservation: 0 for n 0, else EINVAL.
+ */
+static void zf_op_commit(struct fuzz_in *in)
+{
+	unsigned c = fuzz_byte(in);
+	int side = c % 8 == 7 ? ZM_R : ZM_W;
+	struct zm_pipe *p = zf_pick(in, side);
+	unsigned v = fuzz_byte(in);
+	if (!p)
+		return;
+	size_t have = p->resv_bytes, n;
+	switch ((c >> 3) % 5) {
+	case 0: n = 0; break;
+	case 1: n = have; break;
+	case 2: n = have * v / 255; break;
+	case 3: n = have + 1 + v; break;
+	default: n = (size_t)(v % 17) * ZM_PG; break;
+	}
+	long want;
+	int eerr = 0;
+	bool sig = false;
+	if (side == ZM_R)
+		want = -1, eerr = EBADF;
+	else
+		want = zm_commit_predict(p, n, &eerr, &sig);
+	zf_name("pp_commit(pipe %u side %d, %zu of %zu reserved) [%u+%u/%u slots, %llu bytes]", p->id,
+	        side, n, have, p->count, p->resv_n, p->cap, (unsigned long long)p->bytes);
+	errno = 0;
+	ssize_t got = pp_commit(p->end[side], n);
+	int err = errno;
+	zf_check_ret(got, err, want, eerr);
+	zf_check_sig(sig && zf_sig_due(p));
+	if (side == ZM_W)
+		zm_commit_apply(p, n, got, err);
+}
+
 /* ---- the target ------------------------------------------------------------- */
 
 static void zf_check(bool contents)
@@ -1013,9 +1143,12 @@ int ZF_ENTRY(const uint8_t *data, size_t size)
 		case 12: zf_op_close(&in); break;
 		case 13: zf_op_setsize(&in); break;
 		case 14: zf_op_bad(&in); break;
-		default: /* only the checks; 1f: the source file */
+		default: /* 0f only the checks; 1f the source file; then
+			          * 2f, 4f, .. ef pp_reserve, 3f, 5f, .. ff pp_commit */
 			if (op == 0x1f)
 				zf_op_source(&in);
+			else if (op >= 0x2f)
+				(op >> 4) % 2 ? zf_op_commit(&in) : zf_op_reserve(&in);
 			break;
 		}
 		zf_check(to_fd);

@@ -137,7 +137,7 @@ ls "$dir" | wc -l | sed 's/$/ seeds in '"$(echo "$dir" | sed 's/[\/&]/\\&/g')"'/
 #   0d C PIPE                   pp_setsize of entry (C>>1)%12 of 1, 4K, 8K, 12K,
 #                               16K, 32K, 64K, 128K, 256K, 1M, 2M, 5000
 #   0e C PIPE                   a call that must fail (C%8 picks, C bits 3-5 vary)
-#   0f                          nothing (only the checks); so are 2f..ff ending in f
+#   0f                          nothing (only the checks)
 #   1f C OFF [SIZE]             the source file: C%3 0 seal it with F_SEAL_SHRINK
 #                               (for the rest of the input pp_splice_from_fd maps
 #                               its pages: no pool page, no merging, and a write
@@ -145,6 +145,20 @@ ls "$dir" | wc -l | sed 's/$/ seeds in '"$(echo "$dir" | sed 's/[\/&]/\\&/g')"'/
 #                               at OFF*1031 (past the end: it grows), 2
 #                               ftruncate to OFF*1031 (EPERM if sealed and
 #                               smaller); it starts unsealed, 200000 bytes
+#   2f|4f|..|ef C PIPE LEN M MODE  pp_reserve of LEN bytes (a SIZE up to
+#                               300000, 1 GiB or SIZE_MAX) into M segments: M ff max -1, fe IOV_MAX+1
+#                               (EINVAL), fd a NULL iov (EFAULT), fc IOV_MAX,
+#                               else M%72; C%8 7 on a read end (EBADF), else
+#                               the write end (a second one: EBUSY); MODE
+#                               bit0 as pp_write's.  The segments are filled
+#                               at once; the reservation stays open across
+#                               the steps after it until a commit or a close
+#   3f|5f|..|ff C PIPE V        pp_commit: C%8 7 on a read end (EBADF), else
+#                               the write end, of (C>>3)%5 0 nothing (all
+#                               given back), 1 all reserved, 2 V/255 of it,
+#                               3 1+V bytes more (EINVAL, it stays), 4 V%17
+#                               pages; without a reservation 0 for 0, else
+#                               EINVAL
 # SIZE as above; LEN is a SIZE, or ff (1 GiB: everything), fe (SIZE_MAX).
 dir=${2:-$(dirname "$0")/corpus_zc}
 mkdir -p "$dir"
@@ -198,6 +212,35 @@ seed z32_sealed_fanout      00 05 '|' 1f 00 00 '|' 08 00 01 80 10 27 03 00 00 '|
 seed z33_sealed_one_slot    0d 02 01 '|' 1f 00 00 '|' 08 01 01 50 01 00 00 '|' 02 01 7f 00 '|' 08 01 01 50 04 00 00 '|' 08 01 00 50 00 00 00 '|' 02 01 7f 00 '|' 08 01 00 ff 00 00 00 '|' 02 01 7f 00 '|' 08 01 00 ff 00 00 00
 # Many calls, each its own mapping, a write landing in what is in the pipe.
 seed z34_sealed_cycles      1f 00 00 $(i=0; while [ $i -lt 8 ]; do printf '| 08 00 00 80 %02x 27 00 00 00 | 1f 01 %02x 20 70 | 05 00 01 20 40 00 | 03 00 01 ff 00 | 02 01 80 00 50 00 | 0a 01 09 00 00 ' $((i * 13)) $((i * 10)); i=$((i + 1)); done)
+# The zero-copy writer: a reservation (2f) stays open while other calls
+# run, then a commit (3f) publishes part or all of it after what was
+# written before; small writes merge into its last page.
+seed z35_reserve_commit     2f 00 00 80 10 27 08 00 '|' 3f 10 00 80 '|' 02 00 7f 00 '|' 3f 08 00 00
+seed z36_reserve_interleave 2f 00 00 80 10 27 08 00 '|' 01 00 0a 00 '|' 03 00 01 ff 00 '|' 05 01 00 ff 00 '|' 3f 08 00 00 '|' 01 00 05 00 '|' 02 00 7f 00 '|' 02 01 7f 00
+# Reserved slots count as used: a full pipe takes no write (EAGAIN), no
+# pp_setsize below them (EBUSY); one reservation a handle (EBUSY).
+seed z37_reserve_full       0d 08 01 '|' 2f 00 01 a0 00 00 10 40 00 '|' 01 01 01 00 '|' 0d 02 01 '|' 2f 00 01 01 08 00 '|' 03 00 01 ff 02 '|' 3f 10 01 02 '|' 01 01 01 00 '|' 3f 08 01 00 '|' 3f 18 01 00 '|' 02 01 7f 00
+# No reader: EPIPE and SIGPIPE at the commit (the space goes back) and at
+# the reserve; a commit of 0 is still 0.
+seed z38_reserve_epipe      00 01 '|' 2f 00 02 50 04 00 '|' 0c 00 02 '|' 3f 08 02 00 '|' 2f 00 02 50 04 00 '|' 3f 00 02 00 '|' 2f 00 00 50 04 00 '|' 0c 00 00 '|' 3f 08 00 00
+# Closing the write end gives an uncommitted reservation back: end of file.
+seed z39_reserve_close      01 00 0a 00 '|' 2f 00 00 62 04 00 '|' 0c 01 00 '|' 02 00 7f 00 '|' 02 00 7f 00
+seed z40_reserve_errors     2f 07 00 0a 04 00 '|' 2f 00 00 0a ff 00 '|' 2f 00 00 0a fe 00 '|' 2f 00 00 0a fd 00 '|' 2f 00 00 0a 00 00 '|' 2f 00 00 00 04 00 '|' 3f 07 00 00 '|' 3f 00 00 00 '|' 3f 18 00 00 '|' 2f 00 00 0a fc 00 '|' 3f 18 00 05 '|' 3f 08 00 00 '|' 02 00 7f 00
+# Packet mode: each committed page is a packet.
+seed z41_reserve_packet     00 03 '|' 2f 00 02 80 10 27 08 00 '|' 3f 08 02 00 '|' 01 02 0a 00 '|' 02 02 20 63 00 '|' 02 02 7f 00 '|' 02 02 7f 00 '|' 02 02 7f 00
+# At most 64 pages at once; a commit of whole pages, spliced on.
+seed z42_reserve_64_pages   0d 12 01 '|' 2f 00 01 a0 e0 93 04 fc 00 '|' 3f 20 01 10 '|' 03 01 00 ff 00 '|' 02 00 7f 00 '|' 02 01 7f 00
+# A full blocking pipe: the reserve is skipped, then made non-blocking
+# (EAGAIN); a reservation while vmsplice and splice_from_fd fill the rest.
+seed z43_reserve_around     01 00 7f 01 '|' 2f 00 00 0a 04 00 '|' 2f 00 00 0a 04 01 '|' 02 00 6f 00 '|' 2f 00 00 6f 40 01 '|' 08 00 00 ff 00 00 00 '|' 07 00 00 41 00 00 '|' 3f 08 00 00 '|' 02 00 7f 00 '|' 02 00 7f 00
+# pp_fd descriptors follow reserved slots: a reservation filling the pipe
+# takes the write end's readiness, a commit of 0 gives it back, a commit
+# makes the read end ready.
+seed z44_reserve_pp_fd      0b 03 01 '|' 0b 02 01 '|' 0d 08 01 '|' 2f 00 01 7f 40 00 '|' 3f 00 01 00 '|' 2f 00 01 7f 40 00 '|' 3f 10 01 40 '|' 02 01 7f 00 '|' 2f 00 01 7f 40 00 '|' 0c 00 01 '|' 3f 08 01 00
+# The last end closed holds a reservation: the pipe goes with it.
+seed z45_reserve_last_close 2f 00 00 80 10 27 08 00 '|' 2f 00 01 62 08 00 '|' 0c 00 00 '|' 0c 01 00 '|' 01 00 0a 00 '|' 0c 00 00 '|' 0c 01 00
+# Lengths past any reservation: 1 GiB and SIZE_MAX, 64 pages at most.
+seed z46_reserve_huge       0d 12 01 '|' 2f 00 01 ff fc 00 '|' 3f 08 01 00 '|' 2f 00 01 fe 40 00 '|' 3f 10 01 ff '|' 03 01 00 ff 00 '|' 2f 00 00 fe 02 00 '|' 3f 20 00 02 '|' 02 00 7f 00 '|' 02 01 7f 00
 ls "$dir" | wc -l | sed 's/$/ seeds in '"$(echo "$dir" | sed 's/[\/&]/\\&/g')"'/'
 
 # ---- fuzz_opts.c --------------------------------------------------------------
@@ -273,6 +316,8 @@ ls "$dir" | wc -l | sed 's/$/ seeds in '"$(echo "$dir" | sed 's/[\/&]/\\&/g')"'/
 #   sleepers, 04 reserved, 05 handles[F/6%4];  R 06 any word below the
 #   holders (offset I<<8|F);  R 07 the slot at tail (I even) or head (I odd)
 #   + (I>>1)%8 - 4 of the area in use, F as R 02 (so I 08: tail, 09: head).
+# pp_reserve "1f H SIZE M" (also 5f, 9f, df), pp_commit "3f H K V" (also
+#   7f, bf, ef): see fuzz_hostile.c; 0f, 2f, .. ff otherwise stay pp_fd.
 # V: 00 0, 01 1, 02 +1, 03 -1, 04 ffffffff, 05 80000000, 06 7fffffff,
 #   07+16k flip bit 2k, 08 B: B, 09 4096, 0a 4097, 0b 2^20, 0c 2^19,
 #   0d B: +B, 0e B: -B, 0f B B B B: that word.
@@ -325,4 +370,14 @@ seed h39_fd_state          00 0c 00 00 05 04 '|' 0c 00 00 07 04 '|' 0f 00 00 '|'
 seed h40_from_fd_corrupt   00 0c 07 09 00 0b '|' 08 00 62 '|' 0c 01 00 01 02 '|' 08 00 20 ff '|' 02 00 7f
 seed h41_raw_header        00 $W10 '|' 0c 06 00 40 04 '|' 0c 06 10 08 04 '|' 0c 06 20 0c 0b '|' $R10 '|' $W10
 seed h42_scribble_close    00 0e 01 02 3f 01 '|' 0b 00 00 '|' 0b 01 00
+# The zero-copy writer (1f reserve H SIZE M, 3f commit H K V): a
+# reservation open across writes, reads, corruption and a scribbler; EBUSY
+# on the handle that has one, not on its dup; a close gives it back; no
+# reader: EPIPE; at most half a shared pipe's capacity.
+seed h43_reserve_commit    00 1f 00 80 10 27 08 '|' 00 00 0a '|' 3f 00 02 80 '|' 02 00 7f '|' 3f 00 00 00 '|' 3f 00 03 00 '|' 02 00 7f
+seed h44_reserve_busy_dup  00 0a 01 00 '|' 1f 00 62 04 '|' 1f 00 62 04 '|' 1f 01 62 04 '|' 0b 01 00 '|' 3f 00 01 00 '|' 02 00 7f '|' 02 00 7f
+seed h45_reserve_corrupt   00 1f 00 80 10 27 08 '|' 0c 00 00 02 04 '|' 0c 01 00 04 03 '|' 3f 00 01 00 '|' 02 00 7f '|' 1f 00 80 10 27 08 '|' 0c 05 00 04 00 '|' 3f 00 02 c0 '|' 02 00 7f
+seed h46_reserve_race      00 1f 00 7f 40 '|' 0e 12 34 3f 07 '|' 00 00 20 ff '|' 3f 00 01 00 '|' 1f 00 7f 40 '|' 02 00 7f '|' 3f 00 02 80 '|' 04 00 04 80 '|' 1f 00 7f 40
+seed h47_reserve_no_reader 00 1f 00 62 04 '|' 0b 00 00 '|' 3f 00 01 00 '|' 1f 00 62 04 '|' 3f 00 00 00 '|' 1f 00 62 04
+seed h48_reserve_half      01 06 01 00 04 '|' 1f 00 7f 40 '|' 5f 00 7f 40 '|' 00 00 7f '|' 7f 00 01 00 '|' 02 00 7f '|' 02 00 7f
 ls "$dir" | wc -l | sed 's/$/ seeds in '"$(echo "$dir" | sed 's/[\/&]/\\&/g')"'/'

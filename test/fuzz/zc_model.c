@@ -31,9 +31,18 @@
  *   - vmsplice gifts: one per segment that went in (in part or whole),
  *     counting its chunks still referenced; its release is due exactly when
  *     the last one goes;
- *   - the pool: pages_in_use is the number of pool pages some slot names
- *     (mapped file pages are not among them); zm_file_pages() is how many
- *     file pages are mapped (the includer compares it with the mappings).
+ *   - a write end's reservation (pp_reserve, one per pipe: the includer
+ *     has one handle a side): fresh pool pages no slot names yet, each
+ *     holding a slot of the capacity (zm_room counts them as used, so
+ *     every writer, pp_events and pp_setsize's EBUSY see them), the bytes
+ *     the caller put in them in their mirrors; pp_commit pushes the pages
+ *     holding its first n bytes as buffers written by pp_write would be
+ *     (offset 0, mergeable, or packets in packet mode) and gives the rest
+ *     back, and so does closing the write end;
+ *   - the pool: pages_in_use is the number of pool pages some slot or
+ *     reservation names (mapped file pages are not among them);
+ *     zm_file_pages() is how many file pages are mapped (the includer
+ *     compares it with the mappings).
  *
  * zm_check_all() compares it with the library after a step: for every live
  * pipe pp_nread, pp_getsize, pp_events of each open end and a pp_fd
@@ -120,6 +129,11 @@ struct zm_pipe {
 	uint64_t bytes;
 	int efd[2];  /* pp_fd descriptors, -1 until asked for */
 	bool stale;  /* the includer knows an eventfd update failed */
+	/* The write end's pp_reserve not yet committed: its pages (each
+	 * holding a slot) and the bytes handed out; resv_n 0: none. */
+	int resv_pg[ZM_SEGS_MAX];
+	uint32_t resv_n;
+	size_t resv_bytes;
 };
 
 static struct zm_pipe zm_p[ZM_MAXPIPES];
@@ -154,9 +168,11 @@ static inline struct zm_slot *zm_last(struct zm_pipe *p)
 	return p->count ? zm_slot(p, p->count - 1) : NULL;
 }
 
+/* Free slots: the capacity less the buffers and the reserved pages. */
 static inline uint32_t zm_room(const struct zm_pipe *p)
 {
-	return p->count < p->cap ? p->cap - p->count : 0;
+	uint32_t used = p->count + p->resv_n;
+	return used < p->cap ? p->cap - used : 0;
 }
 
 /* ---- pages and gifts ---------------------------------------------------- */
@@ -287,8 +303,9 @@ static void zm_release(void *arg, const struct iovec *seg)
 
 static void zm_push(struct zm_pipe *p, struct zm_slot s)
 {
-	if (p->count >= ZM_MAXSLOTS || p->count >= p->cap)
-		zm_fail("model: pipe %u pushed past its %u slots", p->id, p->cap);
+	if (p->count >= ZM_MAXSLOTS || p->count + p->resv_n >= p->cap)
+		zm_fail("model: pipe %u pushed past its %u slots (%u reserved)", p->id, p->cap,
+		        p->resv_n);
 	*zm_slot(p, p->count++) = s;
 	p->bytes += s.len;
 }
@@ -353,9 +370,14 @@ static void zm_pipe_init(struct zm_pipe *p, struct pp_end *ends[2], bool packet)
 	p->efd[0] = p->efd[1] = -1;
 }
 
-/* pp_close of side's (only) handle: the last side frees the data. */
+static void zm_resv_drop(struct zm_pipe *p);
+
+/* pp_close of side's (only) handle: the write end's reservation goes back;
+ * the last side frees the data. */
 static void zm_close(struct zm_pipe *p, int side)
 {
+	if (side == ZM_W)
+		zm_resv_drop(p);
 	p->end[side] = NULL;
 	p->efd[side] = -1;
 	if (p->end[1 - side])
@@ -764,6 +786,149 @@ static long zm_drain_predict(struct zm_pipe *p, size_t len, int *err, bool *wait
 	return (long)planned;
 }
 
+/* ---- pp_reserve / pp_commit ------------------------------------------------ */
+
+/* Pages one reservation holds at most (PPI_RESV_MAX). */
+#define ZM_RESV_MAX 64
+
+/*
+ * pp_reserve(len, max segments) on a private pipe's write end, after the
+ * argument checks (EBADF, EINVAL, EFAULT), non-blocking: EBUSY while the
+ * end has a reservation; 0 for len or max 0; EPIPE (*sigpipe) without a
+ * reader; EAGAIN (*wait) without a free slot; else the pages handed out:
+ * enough for len, at most 64, max and the free slots.
+ */
+__attribute__((unused)) static long zm_reserve_predict(struct zm_pipe *p, int max, size_t len,
+                                                       int *err, bool *wait, bool *sigpipe)
+{
+	*wait = *sigpipe = false;
+	if (p->resv_n) {
+		*err = EBUSY;
+		return -1;
+	}
+	if (!max || !len)
+		return 0;
+	if (!p->end[ZM_R]) {
+		*sigpipe = true;
+		*err = EPIPE;
+		return -1;
+	}
+	size_t pages = len / ZM_PG + (len % ZM_PG != 0); /* len may be SIZE_MAX */
+	size_t want = zm_min(zm_min(pages, ZM_RESV_MAX), (size_t)max);
+	if (!zm_room(p)) {
+		*wait = true;
+		*err = EAGAIN;
+		return -1;
+	}
+	return (long)zm_min(want, zm_room(p));
+}
+
+/* The segment lengths a reservation of k pages for len bytes has: pages,
+ * the last one shorter. */
+__attribute__((unused)) static size_t zm_reserve_seg(size_t len, long k, long i)
+{
+	(void)k;
+	size_t at = (size_t)i * ZM_PG;
+	return at >= len ? 0 : zm_min(ZM_PG, len - at);
+}
+
+/*
+ * The library handed out k pages for len bytes at iov, and the caller put
+ * src[0..) in them (each segment the next bytes): k fresh pool pages,
+ * known to be at those addresses, held by the reservation.  False if the
+ * segments are not the model's (their lengths).
+ */
+__attribute__((unused)) static bool zm_reserve_apply(struct zm_pipe *p, const struct iovec *iov,
+                                                     long k, size_t len,
+                                                     const unsigned char *src)
+{
+	if (p->resv_n || k <= 0 || k > ZM_RESV_MAX)
+		return false;
+	size_t at = 0;
+	for (long i = 0; i < k; i++) {
+		size_t c = zm_reserve_seg(len, k, i);
+		if (!c || iov[i].iov_len != c)
+			return false;
+		int pg = zm_page_anon();
+		memcpy(zm_pages[pg].mirror, src + at, c);
+		zm_pages[pg].addr = iov[i].iov_base;
+		p->resv_pg[p->resv_n++] = pg;
+		at += c;
+	}
+	p->resv_bytes = at;
+	return true;
+}
+
+/* Give the reservation back: its pages return to the pool, its slots are
+ * room again. */
+static void zm_resv_drop(struct zm_pipe *p)
+{
+	for (uint32_t i = 0; i < p->resv_n; i++)
+		zm_page_unref(p->resv_pg[i]);
+	p->resv_n = 0;
+	p->resv_bytes = 0;
+}
+
+/*
+ * pp_commit(n) on the write end: without a reservation 0 for n 0, else
+ * EINVAL; EINVAL for n past what was reserved (the reservation stays);
+ * EPIPE (*sigpipe) for n > 0 without a reader (the reservation is given
+ * back: zm_commit_apply with the result); else n.
+ */
+__attribute__((unused)) static long zm_commit_predict(const struct zm_pipe *p, size_t n, int *err,
+                                                      bool *sigpipe)
+{
+	*sigpipe = false;
+	if (!p->resv_n) {
+		if (!n)
+			return 0;
+		*err = EINVAL;
+		return -1;
+	}
+	if (n > p->resv_bytes) {
+		*err = EINVAL;
+		return -1;
+	}
+	if (n && !p->end[ZM_R]) {
+		*sigpipe = true;
+		*err = EPIPE;
+		return -1;
+	}
+	return (long)n;
+}
+
+/* Do what a pp_commit(n) that returned got (-1: err) did: the pages
+ * holding the first n bytes pushed, as pp_write's pages (offset 0;
+ * mergeable, or packets), the others given back. */
+__attribute__((unused)) static void zm_commit_apply(struct zm_pipe *p, size_t n, long got, int err)
+{
+	if (!p->resv_n || (got < 0 && err != EPIPE))
+		return; /* nothing reserved, or EINVAL: it stays */
+	uint32_t k = p->resv_n, used = 0;
+	p->resv_n = 0; /* its slots become the buffers' or room */
+	p->resv_bytes = 0;
+	if (got > 0) {
+		for (size_t done = 0; done < n && used < k; used++) {
+			uint32_t c = (uint32_t)zm_min(ZM_PG, n - done);
+			zm_push(p, (struct zm_slot){ p->resv_pg[used], 0, c,
+			                             p->packet ? ZM_PACKET : ZM_MERGE });
+			done += c;
+		}
+	}
+	for (uint32_t i = used; i < k; i++)
+		zm_page_unref(p->resv_pg[i]);
+}
+
+/* Is addr the start of a page some buffer or reservation of the model
+ * names (seen by the library there)? */
+__attribute__((unused)) static bool zm_addr_in_use(const void *addr)
+{
+	for (int i = 1; i < ZM_MAXPAGES; i++)
+		if (zm_pages[i].refs && zm_pages[i].addr == addr)
+			return true;
+	return false;
+}
+
 /* ---- pp_setsize ----------------------------------------------------------- */
 
 static uint32_t zm_round_pages(size_t size)
@@ -787,7 +952,7 @@ static long zm_setsize_predict(struct zm_pipe *p, size_t size, long maxsize, int
 		*err = EPERM;
 		return -1;
 	}
-	if (pages < p->count) {
+	if (pages < p->count + p->resv_n) {
 		*err = EBUSY;
 		return -1;
 	}
@@ -817,9 +982,10 @@ static void zm_check_pipe(struct zm_pipe *p)
 			zm_fail("model broken: pipe %u slot %u", p->id, i);
 		sum += s->len;
 	}
-	if (sum != p->bytes || p->count > p->cap)
-		zm_fail("model broken: pipe %u bytes %llu/%llu, %u/%u slots", p->id,
-		        (unsigned long long)sum, (unsigned long long)p->bytes, p->count, p->cap);
+	if (sum != p->bytes || p->count + p->resv_n > p->cap)
+		zm_fail("model broken: pipe %u bytes %llu/%llu, %u+%u/%u slots", p->id,
+		        (unsigned long long)sum, (unsigned long long)p->bytes, p->count, p->resv_n,
+		        p->cap);
 
 	for (int side = 0; side < 2; side++) {
 		struct pp_end *e = p->end[side];
