@@ -15,9 +15,10 @@
  * operations mix pp_splice, pp_tee, pp_fanout
  * (to up to three pipes), pp_vmsplice (1-4 segments of test memory at any
  * alignment, with a release callback), pp_splice_from_fd, pp_splice_to_fd,
- * pp_peek + pp_consume with pp_write, pp_read, pp_setsize, pp_fd and
- * pp_close of single sides.  Its failure points: the mmap of every page
- * (pp_splice_from_fd reserves up to 64), the malloc of every gift record
+ * pp_peek + pp_consume, pp_reserve + pp_commit (the reservation open
+ * across the operations between them) with pp_write, pp_read, pp_setsize,
+ * pp_fd and pp_close of single sides.  Its failure points: the mmap of
+ * every page (pp_splice_from_fd and pp_reserve take up to 64), the malloc of every gift record
  * and the calloc of a page-table leaf (pp_vmsplice; ballast handles put
  * that leaf in the middle of a segment, see zc_ballast_make), the
  * descriptor's fstat/lseek/fcntl checks, readv/preadv and writev/pwritev
@@ -668,6 +669,74 @@ static void zc_op_peek_consume(void)
 	zc_after(t, 1, ok);
 }
 
+/*
+ * pp_reserve on a write end that has no reservation, its segments filled
+ * with pattern bytes; or, on one that has, pp_commit of all, a part, none,
+ * or one byte too many (EINVAL: it stays).  A reservation stays open across
+ * the operations between the two (or until the write end is closed).  The
+ * reserve's failure points are the pool pages it takes (mmap): fewer pages
+ * than the model says (a whole number: the first ones), or ENOMEM and
+ * nothing reserved.  A commit allocates nothing.
+ */
+static void zc_op_reserve_commit(void)
+{
+	struct zm_pipe *p = zc_pick(ZM_W);
+	if (!p)
+		return;
+	int eerr = 0;
+	bool wait, sig;
+	if (!p->resv_n) {
+		static struct iovec iov[72];
+		size_t len = zc_len();
+		int max = 1 + (int)rnd(71);
+		long want = zm_reserve_predict(p, max, len, &eerr, &wait, &sig);
+		snprintf(g_op, sizeof g_op, "pp_reserve pipe %u, max %d, %zu bytes (expect %ld)",
+		         p->id, max, len, want);
+		ssize_t r = ARMED(pp_reserve(p->end[ZM_W], iov, max, len));
+		int err = errno;
+		if (!(fi.op_mask & FI_ALLOC_BITS)) {
+			CHECK_EQ(r, want);
+			if (want < 0)
+				CHECK_EQ(err, eerr);
+		} else if (r < 0) {
+			CHECK_EQ(err, ENOMEM); /* no page could be had */
+			CHECK(want > 0);
+		} else {
+			CHECK(r > 0 && r < want); /* some pages could not */
+		}
+		if (r > 0) {
+			size_t have = 0;
+			for (ssize_t i = 0; i < r; i++)
+				have += iov[i].iov_len;
+			size_t at = rnd(PAT_LEN - have);
+			for (ssize_t i = 0, off = 0; i < r; off += (ssize_t)iov[i].iov_len, i++)
+				memcpy(iov[i].iov_base, pat + at + off, iov[i].iov_len);
+			CHECK(zm_reserve_apply(p, iov, r, have < len ? have : len, pat + at));
+		}
+		struct zm_pipe *t[1] = { p };
+		zc_after(t, 1, true);
+		return;
+	}
+	size_t n;
+	switch (rnd(4)) {
+	case 0: n = p->resv_bytes; break;
+	case 1: n = rnd((uint32_t)p->resv_bytes + 1); break;
+	case 2: n = 0; break;
+	default: n = p->resv_bytes + 1; break; /* EINVAL */
+	}
+	long want = zm_commit_predict(p, n, &eerr, &sig);
+	snprintf(g_op, sizeof g_op, "pp_commit pipe %u, %zu of %zu bytes (expect %ld)", p->id, n,
+	         p->resv_bytes, want);
+	ssize_t r = ARMED(pp_commit(p->end[ZM_W], n));
+	int err = errno;
+	CHECK_EQ(r, want);
+	if (want < 0)
+		CHECK_EQ(err, eerr);
+	zm_commit_apply(p, n, r, err);
+	struct zm_pipe *t[1] = { p };
+	zc_after(t, 1, true);
+}
+
 static void zc_op_fd(void)
 {
 	int side = (int)rnd(2);
@@ -850,8 +919,10 @@ static void zc_run_phase(void)
 			zc_op_from_fd();
 		else if (c < 78)
 			zc_op_to_fd();
-		else if (c < 84)
+		else if (c < 81)
 			zc_op_peek_consume();
+		else if (c < 84)
+			zc_op_reserve_commit();
 		else if (c < 92)
 			zc_op_fd();
 		else if (c < 96)

@@ -755,8 +755,9 @@ static void hf_reserve(struct hf *f)
  * it, 3 one byte more (EINVAL: it stays).  What the handle has reserved
  * is known here, so: without a reservation 0 for 0, else EINVAL; past it
  * EINVAL; else n, or EPIPE (a clean pipe: exactly when no reader is left
- * and n > 0), or EIO, and the reservation is over.  The first n bytes are
- * the stream's next ones, put in place just before.
+ * and n > 0), and the reservation is over; or EIO (the lock could not be
+ * had), and it stays, to commit again.  The first n bytes are the
+ * stream's next ones, put in place just before.
  */
 static void hf_commit(struct hf *f)
 {
@@ -803,7 +804,8 @@ static void hf_commit(struct hf *f)
 		           ret < 0 ? strerror(err) : "-", f->nh[0]);
 	if (ret > 0)
 		f->wpos += (uint64_t)ret;
-	r->e = NULL; /* over, whatever the result */
+	if (!(ret == -1 && err == EIO))
+		r->e = NULL; /* over; after EIO it is still the handle's */
 }
 
 static void hf_race(struct hf *f)
