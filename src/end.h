@@ -70,6 +70,24 @@ static inline struct ppi_ring *ppi_end_ring_side(struct pp_end *end, int side)
 	return r;
 }
 
+/* A live handle of the given side, for a call that fills iov[0..max) (the
+ * in-place calls, pp_peek and pp_reserve): NULL with errno EBADF, EINVAL
+ * (max < 0 or above IOV_MAX) or EFAULT (iov NULL). */
+static inline struct ppi_ring *ppi_end_ring_iov(struct pp_end *end, int side,
+                                                const struct iovec *iov, int max)
+{
+	struct ppi_ring *r = ppi_end_ring_side(end, side);
+	if (r && (max < 0 || max > IOV_MAX)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (r && max && !iov) {
+		errno = EFAULT;
+		return NULL;
+	}
+	return r;
+}
+
 /* The status flags of a live handle's open description. */
 #define PPI_END_FLAGS (PP_NONBLOCK | PP_PACKET | PP_NOSIGPIPE)
 static inline _Atomic int *ppi_end_flags_word(struct pp_end *end)

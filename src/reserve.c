@@ -86,17 +86,9 @@ static uint32_t resv_room(struct ppi_call *c, uint32_t want, bool nonblock, int 
 
 PPI_API ssize_t pp_reserve(struct pp_end *out, struct iovec *iov, int max, size_t len)
 {
-	struct ppi_ring *r = ppi_end_ring_side(out, PPI_WRITE);
+	struct ppi_ring *r = ppi_end_ring_iov(out, PPI_WRITE, iov, max);
 	if (!r)
 		return -1;
-	if (max < 0 || max > IOV_MAX) {
-		errno = EINVAL;
-		return -1;
-	}
-	if (max && !iov) {
-		errno = EFAULT;
-		return -1;
-	}
 	if (!resv_claim(out, PPI_RESV_NONE)) {
 		errno = EBUSY;
 		return -1;

@@ -385,17 +385,9 @@ static int peek_unlocked(struct ppi_shm *v, struct iovec *iov, int max)
 
 PPI_API ssize_t pp_peek(struct pp_end *in, struct iovec *iov, int max)
 {
-	struct ppi_ring *r = ppi_end_ring_side(in, PPI_READ);
+	struct ppi_ring *r = ppi_end_ring_iov(in, PPI_READ, iov, max);
 	if (!r)
 		return -1;
-	if (max < 0 || max > IOV_MAX) {
-		errno = EINVAL;
-		return -1;
-	}
-	if (max && !iov) {
-		errno = EFAULT;
-		return -1;
-	}
 	int fl = ppi_end_flags(in);
 	int n = 0, err;
 	struct ppi_call c;

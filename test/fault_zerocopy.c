@@ -237,6 +237,19 @@ static void zc_drain_kp(void)
 	zc.kp_len = 0;
 }
 
+/* A call's result when no allocation failed in it: exactly the model's
+ * (want, or -1 with eerr), and true; false, checking nothing, when one
+ * did (the caller checks what such a failure may leave). */
+static bool zc_exact(long r, int err, long want, int eerr)
+{
+	if (fi.op_mask & FI_ALLOC_BITS)
+		return false;
+	CHECK_EQ(r, want);
+	if (want < 0)
+		CHECK_EQ(err, eerr);
+	return true;
+}
+
 static void zc_op_write(void)
 {
 	struct zm_pipe *p = zc_pick(ZM_W);
@@ -251,15 +264,11 @@ static void zc_op_write(void)
 	         len, merged, want);
 	ssize_t r = ARMED(pp_write(p->end[ZM_W], src, len));
 	int err = errno;
-	if (!(fi.op_mask & FI_ALLOC_BITS)) {
-		CHECK_EQ(r, want);
-		if (want < 0)
-			CHECK_EQ(err, eerr);
-	} else if (r < 0) {
+	if (!zc_exact(r, err, want, eerr) && r < 0) {
 		CHECK_EQ(err, ENOMEM); /* a page failed before anything went in */
 		CHECK_EQ(merged, 0);
 		CHECK(want > 0);
-	} else {
+	} else if (fi.op_mask & FI_ALLOC_BITS) {
 		CHECK(r > 0 && r <= want && (size_t)r >= merged);
 	}
 	if (r > 0)
@@ -694,14 +703,10 @@ static void zc_op_reserve_commit(void)
 		         p->id, max, len, want);
 		ssize_t r = ARMED(pp_reserve(p->end[ZM_W], iov, max, len));
 		int err = errno;
-		if (!(fi.op_mask & FI_ALLOC_BITS)) {
-			CHECK_EQ(r, want);
-			if (want < 0)
-				CHECK_EQ(err, eerr);
-		} else if (r < 0) {
+		if (!zc_exact(r, err, want, eerr) && r < 0) {
 			CHECK_EQ(err, ENOMEM); /* no page could be had */
 			CHECK(want > 0);
-		} else {
+		} else if (fi.op_mask & FI_ALLOC_BITS) {
 			CHECK(r > 0 && r < want); /* some pages could not */
 		}
 		if (r > 0) {

@@ -401,20 +401,8 @@ static void across_processes(void)
 	CHECK_EQ(pp_close(e[1]), 0);
 	size_t pos = 0;
 	long bad = -1;
-	for (;;) {
-		struct iovec iov[16];
-		ssize_t k = pp_peek(e[0], iov, 16);
-		if (k <= 0) {
-			CHECK_EQ(k, 0);
-			break;
-		}
-		size_t have = 0;
-		for (ssize_t i = 0; i < k; i++) {
-			long b = tp_verify(iov[i].iov_base, iov[i].iov_len, SEED, pos + have);
-			if (b >= 0 && bad < 0)
-				bad = (long)(pos + have) + b;
-			have += iov[i].iov_len;
-		}
+	struct iovec iov[16];
+	for (size_t have; (have = tp_peek_check(e[0], iov, 16, SEED, pos, &bad)) > 0;) {
 		CHECK_EQ(pp_consume(e[0], have), (ssize_t)have);
 		pos += have;
 		t_progress();

@@ -148,21 +148,8 @@ static void peek_consume_in_place(void)
 	long bad = -1;
 	uint32_t rs = 4242;
 	long partial = 0, calls = 0;
-	for (;;) {
-		struct iovec iov[16];
-		ssize_t k = pp_peek(e[0], iov, 16);
-		if (k <= 0) {
-			CHECK_EQ(k, 0);
-			break;
-		}
-		size_t have = 0;
-		for (ssize_t i = 0; i < k; i++) {
-			long b = tp_verify(iov[i].iov_base, iov[i].iov_len, SEED, pos + have);
-			if (b >= 0 && bad < 0)
-				bad = (long)(pos + have) + b;
-			CHECK(iov[i].iov_len > 0 && iov[i].iov_len <= PP_PAGE_SIZE);
-			have += iov[i].iov_len;
-		}
+	struct iovec iov[16];
+	for (size_t have; (have = tp_peek_check(e[0], iov, 16, SEED, pos, &bad)) > 0;) {
 		CHECK(have <= (size_t)pp_nread(e[0]));
 		size_t c;
 		switch (tp_rand(&rs) % 3) {

@@ -117,6 +117,34 @@ static inline void tp_take(const void *buf, size_t n, unsigned seed, size_t *got
 	*got += n;
 }
 
+/* Check the k segments a pp_peek gave (each of 1..PP_PAGE_SIZE bytes)
+ * against stream seed from position pos; their total.  The stream position
+ * of the first wrong byte goes to *bad (if *bad is still -1). */
+static inline size_t tp_peeked(const struct iovec *iov, ssize_t k, unsigned seed, size_t pos,
+                               long *bad)
+{
+	size_t have = 0;
+	for (ssize_t i = 0; i < k; i++) {
+		long b = tp_verify(iov[i].iov_base, iov[i].iov_len, seed, pos + have);
+		if (b >= 0 && *bad < 0)
+			*bad = (long)(pos + have) + b;
+		CHECK(iov[i].iov_len > 0 && iov[i].iov_len <= PP_PAGE_SIZE);
+		have += iov[i].iov_len;
+	}
+	return have;
+}
+
+/* pp_peek up to max segments of read end rd into iov and check them
+ * (tp_peeked): their total, or 0 at end of file (a peek that fails fails
+ * the case, and ends the stream too). */
+static inline size_t tp_peek_check(struct pp_end *rd, struct iovec *iov, int max, unsigned seed,
+                                   size_t pos, long *bad)
+{
+	ssize_t k = pp_peek(rd, iov, max);
+	CHECK(k >= 0);
+	return k > 0 ? tp_peeked(iov, k, seed, pos, bad) : 0;
+}
+
 /* ---- recording and comparing ------------------------------------------ */
 
 /* A scenario run on both pipes records its results in a tp_rec; the case
