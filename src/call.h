@@ -203,17 +203,24 @@ static inline unsigned ppi_call_batch(const struct ppi_call *c)
 	return q < 1 ? 1 : q > PPI_BATCH_MAX ? PPI_BATCH_MAX : q;
 }
 
+/* The flags of a fresh anonymous page a write pushes: a packet in packet
+ * mode (fl has PP_PACKET), else a buffer later small writes may merge
+ * into. */
+static inline uint32_t ppi_call_write_flags(int fl)
+{
+	return ((fl & PP_PACKET) ? PPI_BUF_PACKET : PPI_BUF_CAN_MERGE) |
+	       PPI_KIND_ANON << PPI_BUF_KIND_SHIFT;
+}
+
 /* Push a fresh anonymous page holding len bytes from its start, as a write
- * does: a packet in packet mode (fl has PP_PACKET), else a buffer later
- * small writes may merge into. */
+ * does (ppi_call_write_flags). */
 static inline void ppi_call_push_page(struct ppi_call *c, uint32_t page, uint32_t len, int fl)
 {
 	ppi_call_push(c, (struct ppi_buf){
 		.page = page,
 		.offset = 0,
 		.len = len,
-		.flags = ((fl & PP_PACKET) ? PPI_BUF_PACKET : PPI_BUF_CAN_MERGE) |
-		         PPI_KIND_ANON << PPI_BUF_KIND_SHIFT,
+		.flags = ppi_call_write_flags(fl),
 	});
 }
 
@@ -273,5 +280,29 @@ long ppi_ring_setsize(struct ppi_ring *r, struct ppi_shm *shm, size_t size);
 int ppi_call_drop_bytes(struct ppi_call *c, size_t n);
 /* Drop one handle of side of a private ring; true: free the ring. */
 bool ppi_ring_drop_handle(struct ppi_ring *r, int side);
+
+/* ---- the two-step write (reserve.c) -------------------------------------- */
+
+/*
+ * A write that fills pages with the lock dropped: pp_splice_from_fd reads
+ * a descriptor into them, pp_reserve hands them to its caller until
+ * pp_commit.  Locked, ppi_resv_room waits for room and ppi_resv_take
+ * reserves that many slots (counted as used for every other writer, see
+ * ppi_ring_room, so the pages always have room to go in) and, on a shared
+ * ring, takes their pages; unlocked, ppi_resv_iov lays the pages out to be
+ * filled; locked again, ppi_resv_slots(-k) frees the slots, ppi_resv_push
+ * pushes the pages filled and ppi_resv_close gives back the rest and
+ * unlocks.  Each is commented where it is defined.
+ */
+void ppi_resv_slots(struct ppi_call *c, int n);
+uint32_t ppi_resv_room(struct ppi_call *c, uint32_t want, bool nonblock, bool look, int *err,
+                       bool *sigpipe);
+unsigned ppi_resv_take(struct ppi_call *c, uint32_t *pages, uint32_t k);
+size_t ppi_resv_iov(struct ppi_call *c, const uint32_t *pages, unsigned n, size_t len,
+                    struct iovec *iov);
+unsigned ppi_resv_push(struct ppi_call *c, const uint32_t *pages, size_t n, uint32_t lead,
+                       uint32_t flags);
+void ppi_resv_close(struct ppi_call *c, uint32_t slots, unsigned pushed, uint32_t flags,
+                    const uint32_t *pages, unsigned got);
 
 #endif

@@ -14,7 +14,9 @@
  * while the caller fills them.  pp_commit, locked again, pushes the pages
  * that hold the first n bytes, in order and in one lock hold (so a commit
  * of at most PP_PIPE_BUF bytes, one page, is atomic, as a write is), gives
- * the other pages back, and lets the unused slots be room again.
+ * the other pages back, and lets the unused slots be room again.  The
+ * steps of that write are defined here (ppi_resv_*, declared in call.h)
+ * and serve both calls; only the middle differs.
  *
  * The reservation lives in the write end's handle (struct ppi_resv in
  * end.h): one per handle at a time.  Its state word is claimed by
@@ -45,11 +47,13 @@ static bool resv_claim(struct pp_end *end, uint32_t from)
 	       atomic_compare_exchange_strong(&end->resv.state, &seen, PPI_RESV_BUSY);
 }
 
+/* ---- the two-step write, for pp_reserve/pp_commit and pp_splice_from_fd ---- */
+
 /* Under the lock: n slots more (or fewer, n < 0) reserved, in the ring and,
  * for a shared ring, in our holder record (so reaping can take them back
  * if we die).  A shared ring's count may have been changed by a peer: never
  * below zero. */
-static void resv_slots(struct ppi_call *c, int n)
+void ppi_resv_slots(struct ppi_call *c, int n)
 {
 	uint32_t have = LOAD(c->r->reserved);
 	uint32_t now = n >= 0 ? have + (uint32_t)n : have > (uint32_t)-n ? have - (uint32_t)-n : 0;
@@ -58,10 +62,14 @@ static void resv_slots(struct ppi_call *c, int n)
 		ppi_shm_reserve(c->shm, n);
 }
 
-/* Locked: wait until a slot is free; the slots to reserve for want pages,
- * or 0 with *err (EPIPE with *sigpipe, EAGAIN, EINTR, EIO). */
-static uint32_t resv_room(struct ppi_call *c, uint32_t want, bool nonblock, int *err,
-                          bool *sigpipe)
+/* Locked: wait until a slot is free, as a writer waits; the slots to
+ * reserve for want pages (want > 0), or 0 with *err: EPIPE (with *sigpipe)
+ * when no reader is left, EAGAIN when nonblock, EINTR, or EIO (then the
+ * lock is not ours).  look: before EAGAIN, look at once whether the readers
+ * are gone in every process (ppi_call_side_gone_now), as pp_write does;
+ * pp_splice_from_fd, like pp_splice and pp_vmsplice, does not. */
+uint32_t ppi_resv_room(struct ppi_call *c, uint32_t want, bool nonblock, bool look, int *err,
+                       bool *sigpipe)
 {
 	struct ppi_ring *r = c->r;
 	for (;;) {
@@ -74,7 +82,7 @@ static uint32_t resv_room(struct ppi_call *c, uint32_t want, bool nonblock, int 
 		if (room)
 			return want < room ? want : room;
 		if (nonblock) {
-			if (ppi_call_side_gone_now(c, PPI_READ))
+			if (look && ppi_call_side_gone_now(c, PPI_READ))
 				continue; /* EPIPE, as a write would say at once */
 			*err = EAGAIN;
 			return 0;
@@ -83,6 +91,76 @@ static uint32_t resv_room(struct ppi_call *c, uint32_t want, bool nonblock, int 
 			return 0;
 	}
 }
+
+/* Locked: reserve k slots (from ppi_resv_room) and, on a shared ring, take
+ * pages for them now, under its lock: held by our holder record until
+ * pushed or put back, so that they come back if we die in between.  The
+ * pages taken: fewer than k when the ring's memory ran out, and always 0
+ * on a private ring, whose pages come from the pool with the lock dropped. */
+unsigned ppi_resv_take(struct ppi_call *c, uint32_t *pages, uint32_t k)
+{
+	ppi_resv_slots(c, (int)k);
+	return c->shm ? ppi_call_pages(c, pages, k) : 0;
+}
+
+/* iov[0..n) for pages[0..n), to hold len bytes: a page each, the last
+ * shorter if len ends in it.  The bytes they cover. */
+size_t ppi_resv_iov(struct ppi_call *c, const uint32_t *pages, unsigned n, size_t len,
+                    struct iovec *iov)
+{
+	size_t left = len;
+	for (unsigned i = 0; i < n; i++) {
+		iov[i].iov_base = ppi_call_addr(c, pages[i]);
+		iov[i].iov_len = left < PP_PAGE_SIZE ? left : PP_PAGE_SIZE;
+		left -= iov[i].iov_len;
+	}
+	return len - left;
+}
+
+/* Locked again: push the pages holding the n bytes filled (the first page's
+ * from byte lead on, the others' from their start) in order, each buffer
+ * with flags.  The pages pushed. */
+unsigned ppi_resv_push(struct ppi_call *c, const uint32_t *pages, size_t n, uint32_t lead,
+                       uint32_t flags)
+{
+	unsigned pushed = 0;
+	for (size_t done = 0; done < n; pushed++) {
+		uint32_t at = pushed ? 0 : lead;
+		size_t part = n - done < PP_PAGE_SIZE - at ? n - done : PP_PAGE_SIZE - at;
+		ppi_call_push(c, (struct ppi_buf){
+			.page = pages[pushed],
+			.offset = at,
+			.len = (uint32_t)part,
+			.flags = flags,
+		});
+		done += part;
+	}
+	return pushed;
+}
+
+/*
+ * Locked, the end of a two-step write that reserved `slots` slots (already
+ * freed by ppi_resv_slots), took pages[0..got) of kind flags and pushed the
+ * first `pushed`: slots it did not fill are room again for any number of
+ * writers, and a writer woken while it waited for room (c->waited) passes
+ * the wake on, to all of them, as the same wake serves both.  The pages not
+ * pushed go back (a shared ring's under its lock, a private ring's after
+ * it), and the lock is dropped.
+ */
+void ppi_resv_close(struct ppi_call *c, uint32_t slots, unsigned pushed, uint32_t flags,
+                    const uint32_t *pages, unsigned got)
+{
+	if (pushed < slots || c->waited[PPI_WRITE])
+		ppi_call_pass(c, PPI_WRITE, INT_MAX);
+	c->waited[PPI_WRITE] = false;
+	if (c->shm)
+		ppi_call_put(c, flags, pages + pushed, got - pushed);
+	ppi_call_unlock(c);
+	if (!c->shm)
+		ppi_call_put(c, flags, pages + pushed, got - pushed);
+}
+
+/* ---- pp_reserve, pp_commit ------------------------------------------------ */
 
 PPI_API ssize_t pp_reserve(struct pp_end *out, struct iovec *iov, int max, size_t len)
 {
@@ -113,23 +191,19 @@ PPI_API ssize_t pp_reserve(struct pp_end *out, struct iovec *iov, int max, size_
 	 * writer for the entire read. */
 	if (!err && want > ppi_call_batch(&c))
 		want = ppi_call_batch(&c);
-	uint32_t k = err ? 0 : resv_room(&c, want, fl & PP_NONBLOCK, &err, &sigpipe);
+	uint32_t k = err ? 0 : ppi_resv_room(&c, want, fl & PP_NONBLOCK, true, &err, &sigpipe);
 	unsigned got = 0;
 	if (k) {
-		resv_slots(&c, (int)k);
-		if (c.shm) {
-			/* Under the lock: held by our holder record from now on. */
-			got = ppi_call_pages(&c, rv->page, k);
-			if (got < k)
-				resv_slots(&c, -(int)(k - got));
-		}
+		got = ppi_resv_take(&c, rv->page, k);
+		if (c.shm && got < k) /* the slots we cannot fill are room again */
+			ppi_resv_slots(&c, -(int)(k - got));
 	}
 	if (err != EIO) /* else the lock is not ours */
 		ppi_call_unlock(&c);
 	if (k && !c.shm && (got = ppi_call_pages(&c, rv->page, k)) < k) {
 		/* Out of pool pages: the slots we cannot fill are room again. */
 		ppi_call_relock(&c); /* a private ring's lock cannot fail */
-		resv_slots(&c, -(int)(k - got));
+		ppi_resv_slots(&c, -(int)(k - got));
 		ppi_call_pass(&c, PPI_WRITE, INT_MAX);
 		ppi_call_unlock(&c);
 	}
@@ -137,14 +211,8 @@ PPI_API ssize_t pp_reserve(struct pp_end *out, struct iovec *iov, int max, size_
 		atomic_store(&rv->state, PPI_RESV_NONE);
 		return ppi_result(-1, k ? ENOMEM : err, sigpipe, fl);
 	}
-	size_t left = len;
-	for (unsigned i = 0; i < got; i++) {
-		iov[i].iov_base = ppi_call_addr(&c, rv->page[i]);
-		iov[i].iov_len = left < PP_PAGE_SIZE ? left : PP_PAGE_SIZE;
-		left -= iov[i].iov_len;
-	}
 	rv->pages = got;
-	rv->bytes = len - left;
+	rv->bytes = ppi_resv_iov(&c, rv->page, got, len, iov);
 	rv->holder = out->shm ? out->shm->holder : 0;
 	atomic_store(&rv->state, PPI_RESV_HELD);
 	return (ssize_t)got;
@@ -163,28 +231,16 @@ static int resv_end(struct pp_end *end, size_t n, int fl, bool *sigpipe)
 	int err = ppi_call_lock(&c, end->ring, end->shm, false);
 	if (err)
 		return err; /* EIO: nothing changed, the reservation is still ours */
-	resv_slots(&c, -(int)rv->pages);
+	ppi_resv_slots(&c, -(int)rv->pages);
 	unsigned pushed = 0;
 	if (n && !LOAD(c.r->handles[PPI_READ])) {
 		*sigpipe = true;
 		err = EPIPE;
 	} else {
-		for (size_t done = 0; done < n; pushed++) {
-			size_t part = n - done < PP_PAGE_SIZE ? n - done : PP_PAGE_SIZE;
-			ppi_call_push_page(&c, rv->page[pushed], (uint32_t)part, fl);
-			done += part;
-		}
+		pushed = ppi_resv_push(&c, rv->page, n, 0, ppi_call_write_flags(fl));
 	}
-	/* The slots we did not fill are room for any writer (and a wake a
-	 * writer may have passed us goes on). */
-	if (pushed < rv->pages)
-		ppi_call_pass(&c, PPI_WRITE, INT_MAX);
-	uint32_t kind = PPI_KIND_ANON << PPI_BUF_KIND_SHIFT;
-	if (c.shm) /* a shared ring's pages go back under its lock */
-		ppi_call_put(&c, kind, rv->page + pushed, rv->pages - pushed);
-	ppi_call_unlock(&c);
-	if (!c.shm)
-		ppi_call_put(&c, kind, rv->page + pushed, rv->pages - pushed);
+	ppi_resv_close(&c, rv->pages, pushed, PPI_KIND_ANON << PPI_BUF_KIND_SHIFT, rv->page,
+	               rv->pages);
 	return err;
 }
 

@@ -16,7 +16,9 @@
  * readv(2)/preadv(2) with the lock dropped, so a read that blocks on a
  * socket does not stall the pipe's readers, and the filled pages are pushed.
  * Bytes taken from the descriptor always land in the pipe: the reservation
- * guarantees them room.
+ * guarantees them room.  It is the two-step write of pp_reserve/pp_commit,
+ * with a read in the middle, and takes the same steps (ppi_resv_*,
+ * reserve.c).
  *
  * From a file sealed against shrinking (F_SEAL_SHRINK, a memfd(2) that its
  * owner sealed) the pages are mapped instead of read: the buffers are of
@@ -154,42 +156,25 @@ PPI_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t
 		return -1;
 
 	int fl = ppi_end_flags(out);
-	uint32_t k = 0;
+	size_t pages_wanted = (len + PPI_PAGE_MASK) / PP_PAGE_SIZE;
+	uint32_t want = (uint32_t)(pages_wanted < SEGS_MAX ? pages_wanted : SEGS_MAX);
 	struct ppi_call c;
+	bool sigpipe = false;
 	int err = ppi_call_lock(&c, r, out->shm, false);
-	if (err)
-		return ppi_result(-1, err, false, fl);
-	while (!err) {
-		if (!LOAD(r->handles[PPI_READ])) {
-			err = EPIPE;
-			break;
-		}
-		uint32_t room = ppi_ring_room(r);
-		if (room)  {
-			size_t want = (len + PPI_PAGE_MASK) / PP_PAGE_SIZE;
-			k = (uint32_t)(want < room ? want : room);
-			if (k > SEGS_MAX)
-				k = SEGS_MAX;
-			break;
-		}
-		err = nonblock ? EAGAIN : ppi_call_wait(&c, PPI_WRITE, false);
-		if (err == EIO)
-			return ppi_result(-1, err, false, fl);
-	}
-	if (err) {
-		ppi_call_unlock(&c);
-		return ppi_result(-1, err, err == EPIPE, fl);
+	/* No look at the readers' token before EAGAIN, as pp_splice and
+	 * pp_vmsplice. */
+	uint32_t k = err ? 0 : ppi_resv_room(&c, want, nonblock, false, &err, &sigpipe);
+	if (!k) {
+		if (err != EIO) /* else the lock is not ours */
+			ppi_call_unlock(&c);
+		return ppi_result(-1, err, sigpipe, fl);
 	}
 	/* Reserve k slots, and on a shared ring take the pages now, under its
 	 * lock (they are held by us until pushed, so that they come back if we
-	 * die reading). */
+	 * die reading).  All k slots stay reserved until the relock below,
+	 * also when a shared ring had fewer pages. */
 	uint32_t pages[SEGS_MAX];
-	unsigned got = 0;
-	atomic_store_explicit(&r->reserved, LOAD(r->reserved) + k, RELAXED);
-	if (c.shm) {
-		ppi_shm_reserve(c.shm, (int)k);
-		got = ppi_call_pages(&c, pages, k);
-	}
+	unsigned got = ppi_resv_take(&c, pages, k);
 	ppi_call_drop(&c); /* the call goes on below: what it owes is kept */
 
 	struct iovec iov[SEGS_MAX];
@@ -206,50 +191,26 @@ PPI_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t
 			err = errno;
 			n = -1;
 		}
-	} else if (c.shm || (got = ppi_call_pages(&c, pages, k))) {
-		size_t left = len;
-		for (unsigned i = 0; i < got; i++) {
-			iov[i].iov_base = ppi_call_addr(&c, pages[i]);
-			iov[i].iov_len = left < PP_PAGE_SIZE ? left : PP_PAGE_SIZE;
-			left -= iov[i].iov_len;
-		}
+	} else {
+		if (!c.shm) /* a private ring's pages come from the pool, unlocked */
+			got = ppi_call_pages(&c, pages, k);
 		if (got) {
+			ppi_resv_iov(&c, pages, got, len, iov);
 			n = off ? preadv(fd, iov, (int)got, *off) : readv(fd, iov, (int)got);
 			err = errno;
 		}
 	}
 
-	unsigned pushed = 0;
 	if (ppi_call_relock(&c) == EIO)
 		return ppi_result(-1, EIO, false, fl); /* what was read is lost with the pipe */
-	atomic_store_explicit(&r->reserved, LOAD(r->reserved) - k, RELAXED);
-	if (c.shm)
-		ppi_shm_reserve(c.shm, -(int)k);
-	for (size_t done = 0; n > 0 && done < (size_t)n; pushed++) {
-		uint32_t at = pushed ? 0 : run.lead;
-		size_t part = (size_t)n - done < PP_PAGE_SIZE - at ? (size_t)n - done
-		                                                   : PP_PAGE_SIZE - at;
-		ppi_call_push(&c, (struct ppi_buf){
-			.page = pages[pushed],
-			.offset = at,
-			.len = (uint32_t)part,
-			/* Like Linux's spliced-in buffers: neither merged into
-			 * nor packets, whatever the pipe's mode. */
-			.flags = kind << PPI_BUF_KIND_SHIFT,
-		});
-		done += part;
-	}
-	/* Slots we reserved and did not fill are room again for any number
-	 * of writers; and a woken writer that leaves room passes the wake on
-	 * (to all of them, as the same wake serves both). */
-	if (pushed < k || c.waited[PPI_WRITE])
-		ppi_call_pass(&c, PPI_WRITE, INT_MAX);
-	c.waited[PPI_WRITE] = false;
-	if (c.shm) /* a shared ring's pages go back under its lock */
-		ppi_call_put(&c, kind << PPI_BUF_KIND_SHIFT, pages + pushed, got - pushed);
-	ppi_call_unlock(&c);
-	if (!c.shm)
-		ppi_call_put(&c, kind << PPI_BUF_KIND_SHIFT, pages + pushed, got - pushed);
+	ppi_resv_slots(&c, -(int)k);
+	/* Like Linux's spliced-in buffers: neither merged into nor packets,
+	 * whatever the pipe's mode. */
+	uint32_t bflags = kind << PPI_BUF_KIND_SHIFT;
+	unsigned pushed = n > 0 ? ppi_resv_push(&c, pages, (size_t)n, run.lead, bflags) : 0;
+	/* Slots not filled are room again, a wake we were passed goes on, the
+	 * pages not pushed go back. */
+	ppi_resv_close(&c, k, pushed, bflags, pages, got);
 	if (run.loan)
 		ppi_loan_put(run.loan); /* ours; the buffers hold theirs */
 	if (n >= 0 && off)
