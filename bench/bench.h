@@ -50,7 +50,7 @@
 #define MiB (1024UL * KiB)
 #define MAX_REPS 15         /* -r's upper bound */
 #define SAMPLE_EVERY 16     /* sampled checks compare one read in this many in full */
-#define BENCH_MAX_VARIANTS 9 /* what bench_medians can alternate between */
+#define BENCH_MAX_VARIANTS 14/* what bench_medians can alternate between */
 
 static void die(const char *what) __attribute__((noreturn, unused));
 static void die(const char *what)

@@ -24,7 +24,22 @@
  *     kernel pipe grown to 1 MiB (F_SETPIPE_SZ: what a program tuning a
  *     kernel pipe gets) and a kernel pipe that the writer fills with
  *     vmsplice(2) (its pages by reference: one copy, the reader's read;
- *     issue 15 asks the zero-copy pagepipe to beat it).
+ *     issue 15 asks the zero-copy pagepipe to beat it).  The zero-copy pair
+ *     also runs on a pipe grown to 1 MiB, and there with readers that sleep
+ *     when idle: "nobody spins" runs both processes with PP_SPIN_NS=0 (every
+ *     wait a futex sleep; in a copy of this program, `bench_procs --one`,
+ *     since the library reads it when it is loaded), and "reader in poll"
+ *     has a non-blocking reader that sleeps in poll(2) on pp_fd, as an
+ *     event loop does.  Where this program was built
+ *     with iceoryx's C binding, iceoryx moves the same stream in 64 KiB
+ *     messages, loaned, filled by copying as the pp_reserve writer does, and
+ *     read in place, its subscriber either waiting in a wait set or
+ *     busy-polling; the publisher waits for a full subscriber queue (16
+ *     messages: 1 MiB in flight) instead of dropping, so the pagepipe rows
+ *     compared with it run on a pipe grown to 1 MiB.  Targets against the
+ *     peers (issue 15): the zero-copy pair ahead of vmsplice -> read (both
+ *     64 KiB pipes) and of iceoryx with its subscriber waiting, also when
+ *     nobody spins.
  *
  *   ping-pong 1 B: latency.  The pinger writes a byte into one pipe, the
  *     echoer reads it and writes it back through a second pipe; round
@@ -32,10 +47,13 @@
  *     kernel pipe's (ratio kernel time / pagepipe time >= 3).  For context
  *     the same over an eventfd pair (the cheapest kernel object that wakes
  *     a process: about what any channel that puts its waiter to sleep pays,
- *     the sleep and the wake-up being the cost), and, where this program
- *     was built with iceoryx's C binding, an iceoryx publisher and
- *     subscriber each way, the echoer sleeping in a wait set (iceoryx.h;
- *     this program starts iox-roudi for it).
+ *     the sleep and the wake-up being the cost), the pagepipe's sleeping
+ *     cases (nobody spins; readers in poll(2) on pp_fd), and, where this
+ *     program was built with iceoryx's C binding, an iceoryx publisher and
+ *     subscriber each way, the reader sleeping in a wait set or
+ *     busy-polling (iceoryx.h; this program starts iox-roudi for it).
+ *     Target: the pagepipe round trip no longer than iceoryx's busy-polling
+ *     one (issue 15).
  *
  *   Context in every case (no target): a unix socketpair (SOCK_STREAM, one
  *     direction per pair), and a ring of this program's own in shared
@@ -48,6 +66,11 @@
  *     reader that checks in place, as pp_peek's; in ping-pong also "ring,
  *     futex", which only sleeps on a futex word (never spins: a sleeping
  *     hand-off in user space).
+ *
+ *   CPU: each stream and ping-pong row says how many CPUs its two processes
+ *     kept busy (each one's CPU time over its own running time, summed):
+ *     2.00 is both busy all the time, as spinning and busy-polling readers
+ *     are; a ping-pong whose processes sleep while they wait uses 1.00.
  *
  *   Caps: what bounds a case before the second process costs anything.
  *     At 64 KiB, memcpy of 64 KiB in one thread (cache-hot): every byte is
@@ -105,6 +128,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -269,7 +293,13 @@ enum chan {
 	CH_RING_FUTEX, /* struct ring, sleeping on futexes */
 	CH_RING_SPIN,  /* struct ring, spinning */
 	CH_RING_PEEK,  /* the same, read in place: ring_peek, ring_consume */
-	CH_ICEORYX,    /* iceoryx publisher -> subscriber: ping-pong only (iceoryx.h) */
+	CH_ICEORYX,    /* iceoryx publisher -> subscriber, waiting in a wait set (iceoryx.h) */
+	CH_ICEORYX_POLL, /* the same, the subscriber busy-polling */
+	CH_PP_ZC_1M,   /* CH_PP_ZC grown to 1 MiB: iceoryx's queue's bytes in flight */
+	CH_PP_ZC_1M_NOSPIN, /* that, in processes run with PP_SPIN_NS=0: every wait sleeps */
+	CH_PP_ZC_1M_POLL, /* that, the reader non-blocking, sleeping in poll(2) on pp_fd */
+	CH_PP_NOSPIN,  /* CH_PP in processes run with PP_SPIN_NS=0: ping-pong's sleeping case */
+	CH_PP_POLL,    /* CH_PP, the readers sleeping in poll(2) on pp_fd */
 };
 
 static const char *const chan_name[] = {
@@ -285,13 +315,33 @@ static const char *const chan_name[] = {
 	[CH_RING_SPIN] = "ring in shm, spin",
 	[CH_RING_PEEK] = "ring in shm, spin, in-place reader",
 	[CH_ICEORYX] = "iceoryx (wait set)",
+	[CH_ICEORYX_POLL] = "iceoryx (busy-poll)",
+	[CH_PP_ZC_1M] = "pagepipe 1 MiB, pp_reserve -> pp_peek",
+	[CH_PP_ZC_1M_NOSPIN] = "pagepipe 1 MiB, the same, nobody spins",
+	[CH_PP_ZC_1M_POLL] = "pagepipe 1 MiB, the same, reader in poll",
+	[CH_PP_NOSPIN] = "pagepipe, nobody spins",
+	[CH_PP_POLL] = "pagepipe, readers in poll(pp_fd)",
 };
 
-/* The kinds whose reader takes the data in place. */
-#define IN_PLACE(kind) ((kind) == CH_PP_PEEK || (kind) == CH_PP_ZC || (kind) == CH_RING_PEEK)
+/* A variant run in a copy of this program with PP_SPIN_NS=0 (the library
+ * reads it when it is loaded), and the kind it runs there. */
+#define NOSPIN_OF(kind)                                                                      \
+	((kind) == CH_PP_ZC_1M_NOSPIN ? CH_PP_ZC_1M : (kind) == CH_PP_NOSPIN ? CH_PP : 0)
+
+#define IS_IOX(kind) ((kind) == CH_ICEORYX || (kind) == CH_ICEORYX_POLL)
+
+/* The kinds whose reader sleeps in poll(2) on pp_fd. */
+#define IN_POLL(kind) ((kind) == CH_PP_ZC_1M_POLL || (kind) == CH_PP_POLL)
+
+/* The kinds whose writer makes its blocks in reserved pages (zc_write). */
+#define IN_RESERVED(kind) ((kind) == CH_PP_ZC || (kind) == CH_PP_ZC_1M || (kind) == CH_PP_ZC_1M_POLL)
+
+/* The kinds whose stream reader takes the data in place. */
+#define IN_PLACE(kind)                                                                 \
+	((kind) == CH_PP_PEEK || IN_RESERVED(kind) || (kind) == CH_RING_PEEK || IS_IOX(kind))
 
 /* The kinds that have an end of file (the others: message counts). */
-#define HAS_EOF(kind) ((kind) != CH_EVENTFD && (kind) != CH_ICEORYX)
+#define HAS_EOF(kind) ((kind) != CH_EVENTFD && !IS_IOX(kind))
 
 /* One way from a writer to a reader. */
 struct chan_t {
@@ -300,6 +350,7 @@ struct chan_t {
 	struct ring *ring;   /* the rings: shared memory, mapped before the fork */
 	unsigned long id;    /* iceoryx: the channel's name ... */
 	struct iox_end *iox; /* ... and, in a child, its end there */
+	int pfd;             /* IN_POLL: pp_fd of the read end, in the reader */
 };
 
 static unsigned long chan_ids; /* channels opened so far */
@@ -309,10 +360,14 @@ static void chan_open(struct chan_t *c, enum chan kind)
 	memset(c, 0, sizeof *c);
 	c->kind = kind;
 	c->id = ++chan_ids;
-	c->p.fd[0] = c->p.fd[1] = -1;
+	c->p.fd[0] = c->p.fd[1] = c->pfd = -1;
 	switch (kind) {
 	case CH_ICEORYX:
-		break; /* made in the children: chan_attach */
+	case CH_ICEORYX_POLL:
+		break; /* made in the children: iox_attach */
+	case CH_PP_ZC_1M_NOSPIN:
+	case CH_PP_NOSPIN:
+		die("chan_open: a kind run by run_nospin");
 	case CH_KERNEL:
 	case CH_KERNEL_1M:
 	case CH_VMSPLICE:
@@ -323,8 +378,14 @@ static void chan_open(struct chan_t *c, enum chan kind)
 	case CH_PP:
 	case CH_PP_PEEK:
 	case CH_PP_ZC:
+	case CH_PP_ZC_1M:
+	case CH_PP_ZC_1M_POLL:
+	case CH_PP_POLL:
 		if (tp_open(&c->p, 0, PP_SHARED) != 0)
 			die("pp_pipe(PP_SHARED)");
+		if ((kind == CH_PP_ZC_1M || kind == CH_PP_ZC_1M_POLL) &&
+		    tp_setsize(&c->p, 1, MiB) != (long)MiB)
+			die("pp_setsize 1 MiB");
 		break;
 	case CH_SOCKET:
 		c->p.kernel = 1; /* fd[1] writes, fd[0] reads, as a pipe's */
@@ -382,22 +443,79 @@ static ssize_t vmsplice_write(void *ctx, const void *buf, size_t n)
 	return vmsplice(((struct tp *)ctx)->fd[1], &v, 1, 0);
 }
 
+/*
+ * The reader that sleeps when idle, as an event loop's does: its end is
+ * non-blocking, and where a call would wait it sleeps in poll(2) on pp_fd
+ * (no spinning; the writer then pays for keeping the descriptor's
+ * readiness in step).  c->pfd is set up in the reader process (poll_setup).
+ */
+static void poll_setup(struct chan_t *c)
+{
+	if (pp_setfl(c->p.e[0], PP_NONBLOCK) != 0 || (c->pfd = pp_fd(c->p.e[0])) < 0)
+		die("pp_setfl/pp_fd");
+}
+
+static int poll_wait(struct chan_t *c)
+{
+	struct pollfd p = { c->pfd, POLLIN, 0 };
+	return poll(&p, 1, -1) < 0 && errno != EINTR ? -1 : 0;
+}
+
+static ssize_t poll_read(void *ctx, void *buf, size_t n)
+{
+	struct chan_t *c = ctx;
+	ssize_t k;
+	while ((k = pp_read(c->p.e[0], buf, n)) < 0 && errno == EAGAIN)
+		if (poll_wait(c) != 0)
+			return -1;
+	return k;
+}
+
+static ssize_t poll_peek(void *ctx, struct iovec *iov, int max)
+{
+	struct chan_t *c = ctx;
+	ssize_t k;
+	while ((k = pp_peek(c->p.e[0], iov, max)) < 0 && errno == EAGAIN)
+		if (poll_wait(c) != 0)
+			return -1;
+	return k;
+}
+
+static ssize_t poll_consume(void *ctx, size_t n)
+{
+	return pp_consume(((struct chan_t *)ctx)->p.e[0], n);
+}
+
+static ssize_t poll_write(void *ctx, const void *buf, size_t n)
+{
+	return pp_write(((struct chan_t *)ctx)->p.e[1], buf, n);
+}
+
+static ssize_t poll_zc_write(void *ctx, const void *buf, size_t n)
+{
+	return zc_write(&((struct chan_t *)ctx)->p, buf, n);
+}
+
 static struct bench_io chan_io(struct chan_t *c)
 {
+	if (c->kind == CH_PP_ZC_1M_POLL)
+		return (struct bench_io){ poll_read, poll_zc_write, poll_peek, poll_consume, c };
+	if (c->kind == CH_PP_POLL)
+		return (struct bench_io){ poll_read, poll_write, poll_peek, poll_consume, c };
 	if (c->kind == CH_VMSPLICE) {
 		struct bench_io io = bench_tp_io(&c->p);
 		io.write = vmsplice_write;
 		return io;
 	}
-	if (c->kind == CH_PP_ZC) {
+	if (IN_RESERVED(c->kind)) {
 		struct bench_io io = bench_tp_io(&c->p);
 		io.write = zc_write;
 		return io;
 	}
 	if (c->ring)
 		return (struct bench_io){ ring_read, ring_write, ring_peek, ring_consume, c->ring };
-	if (c->kind == CH_ICEORYX)
-		return (struct bench_io){ iox_read, iox_write, NULL, NULL, c->iox };
+	if (IS_IOX(c->kind))
+		return (struct bench_io){ iox_read, iox_write, iox_peek, iox_consume, c->iox };
 	return bench_tp_io(&c->p);
 }
 
@@ -431,9 +549,16 @@ struct report {
 	long done, bad;     /* ping-pong: round trips done, echoes that differed */
 	int perr, eerr;     /* ping-pong: pinger's and echoer's errno, or 0 */
 	ssize_t tail;       /* the echoer's read after the last round: 0 (EOF) */
+	double cpu[2];      /* each child's CPU use while it ran: CPU seconds (all its
+	                     * threads) over its own time */
 };
 
 static struct report *rep; /* mapped MAP_SHARED once, cleared per run */
+
+/* The last run's CPU use: the sum of both children's CPU seconds over
+ * their time (2.0: both busy all along, as spinning or polling readers
+ * are; 1.0 for a ping-pong that never spins, one side working at a time). */
+static double run_cpu;
 
 struct run {
 	struct chan_t ch[2]; /* a stream uses ch[0]; ping-pong ch[0] there, ch[1] back */
@@ -471,17 +596,30 @@ static void run_children(struct run *r, void (*child)(struct run *, int who))
 			close(go[1]);
 			for (int i = 0; i < r->nch; i++)
 				chan_drop(&r->ch[i], (who + i) % 2);
-			if (r->ch[0].kind == CH_ICEORYX) {
+			if (IS_IOX(r->ch[0].kind)) {
 				iox_join();
 				for (int i = 0; i < r->nch; i++)
-					r->ch[i].iox = iox_attach((int)getppid(), r->ch[i].id, (who + i + 1) % 2);
+					r->ch[i].iox = iox_attach((int)getppid(), r->ch[i].id,
+					                          (who + i + 1) % 2,
+					                          r->ch[i].kind == CH_ICEORYX_POLL,
+					                          r->wsize, r->total);
 				if (iox_connected() != 0)
 					_exit(4);
 			}
+			for (int i = 0; i < r->nch; i++)
+				if (IN_POLL(r->ch[i].kind) && (who + i) % 2 == 1)
+					poll_setup(&r->ch[i]);
 			if (write(ready[1], b, 1) != 1 || read(go[0], b, 1) != 0)
 				_exit(3);
+			struct timespec c0, c1;
+			double t0 = t_now();
+			clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
 			child(r, who);
-			if (r->ch[0].kind == CH_ICEORYX) {
+			clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+			rep->cpu[who] = ((double)(c1.tv_sec - c0.tv_sec) +
+			                 (double)(c1.tv_nsec - c0.tv_nsec) / 1e9) /
+			                (t_now() - t0);
+			if (IS_IOX(r->ch[0].kind)) {
 				iox_leave();
 				exit(0); /* iceoryx's exit handlers remove its sockets */
 			}
@@ -598,6 +736,7 @@ static double run_stream(enum chan kind, size_t wsize, unsigned long long total,
 	if (getenv("PP_BENCH_READS"))
 		fprintf(stderr, "  (%s: %lu reads, %.1f bytes per read)\n", chan_name[kind],
 		        rep->rx.reads, (double)total / (double)(rep->rx.reads ? rep->rx.reads : 1));
+	run_cpu = rep->cpu[0] + rep->cpu[1];
 	return (double)total / (rep->rx.t1 - rep->t0);
 }
 
@@ -616,6 +755,7 @@ static double run_pingpong(enum chan kind, long rounds, double scale)
 		        chan_name[kind], rep->done, rounds, rep->bad, rep->perr, rep->eerr, rep->tail);
 		data_errors++;
 	}
+	run_cpu = rep->cpu[0] + rep->cpu[1];
 	return (double)rounds / (rep->t1 - rep->t0);
 }
 
@@ -641,6 +781,13 @@ static double run_memcpy(int variant, const void *ctx)
 	return (double)total / (t1 - t0);
 }
 
+/* A target between two variants of a case: a's rate at least `target`
+ * times b's (for ping-pong: b's round trip time over a's). */
+struct versus {
+	enum chan a, b;
+	double target;
+};
+
 struct pcase {
 	const char *name;
 	size_t wsize;                /* stream: bytes per write; 0: ping-pong */
@@ -648,6 +795,7 @@ struct pcase {
 	int n;                       /* variants; the first is the kernel pipe */
 	enum chan v[BENCH_MAX_VARIANTS];
 	double target[BENCH_MAX_VARIANTS]; /* least ratio to the kernel pipe, or 0 */
+	struct versus vs[6];         /* targets against other peers; ends at a == 0 */
 };
 
 struct case_run {
@@ -891,18 +1039,93 @@ static int make_file(struct file_case *fc, unsigned long long size)
 
 /* ---- driver ----------------------------------------------------------- */
 
+/*
+ * A variant whose processes never spin: `bench_procs --one KIND WSIZE
+ * AMOUNT SCALE` run with PP_SPIN_NS=0 in its environment makes the run
+ * (stream or ping-pong) as this program does and prints its rate and CPU
+ * use; it checks the data the same way and exits 1 on an error.
+ */
+static double run_nospin(enum chan kind, size_t wsize, unsigned long long amount, double scale)
+{
+	char k[16], w[32], a[32], sc[32], out[128];
+	char self[] = "/proc/self/exe", mode[] = "--one";
+	char *argv[] = { self, mode, k, w, a, sc, NULL };
+	int p[2];
+	snprintf(k, sizeof k, "%d", (int)kind);
+	snprintf(w, sizeof w, "%zu", wsize);
+	snprintf(a, sizeof a, "%llu", amount);
+	snprintf(sc, sizeof sc, "%g", scale);
+	if (pipe2(p, O_CLOEXEC) != 0)
+		die("pipe2");
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork");
+	if (pid == 0) {
+		setenv("PP_SPIN_NS", "0", 1);
+		if (dup2(p[1], 1) < 0)
+			_exit(126);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(p[1]);
+	ssize_t n = read(p[0], out, sizeof out - 1);
+	close(p[0]);
+	out[n > 0 ? n : 0] = 0;
+	int st;
+	double rate = 0, cpu = 0;
+	if (waitpid(pid, &st, 0) != pid)
+		die("waitpid");
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || sscanf(out, "%lg %lg", &rate, &cpu) != 2) {
+		fprintf(stderr, "DATA ERROR: %s: its run exited %d\n", chan_name[kind],
+		        WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+		data_errors++;
+		rate = 1;
+	}
+	run_cpu = cpu;
+	return rate;
+}
+
+static int one_main(int argc, char **argv)
+{
+	if (argc != 6)
+		return 2;
+	enum chan kind = (enum chan)atoi(argv[2]);
+	size_t wsize = strtoul(argv[3], NULL, 10);
+	unsigned long long amount = strtoull(argv[4], NULL, 10);
+	double scale = atof(argv[5]);
+	rep = mmap(NULL, sizeof *rep, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (rep == MAP_FAILED)
+		die("mmap");
+	bench_pattern(PERIOD, CAT_BUF, 0);
+	double rate = wsize ? run_stream(kind, wsize, amount, scale)
+	                    : run_pingpong(kind, (long)amount, scale);
+	printf("%.17g %.17g\n", rate, run_cpu);
+	return data_errors ? 1 : 0;
+}
+
+/* Each variant's CPU use in the runs of the case being measured. */
+static double case_cpu[BENCH_MAX_VARIANTS][MAX_REPS];
+static int case_cpu_n[BENCH_MAX_VARIANTS];
+
 static double run_case(int variant, const void *ctx)
 {
 	const struct case_run *cr = ctx;
 	enum chan kind = cr->c->v[variant];
-	return cr->c->wsize ? run_stream(kind, cr->c->wsize, cr->amount, cr->scale)
-	                    : run_pingpong(kind, (long)cr->amount, cr->scale);
+	double rate = NOSPIN_OF(kind) ? run_nospin(NOSPIN_OF(kind), cr->c->wsize, cr->amount,
+	                                           cr->scale)
+	              : cr->c->wsize ? run_stream(kind, cr->c->wsize, cr->amount, cr->scale)
+	                           : run_pingpong(kind, (long)cr->amount, cr->scale);
+	if (case_cpu_n[variant] < MAX_REPS)
+		case_cpu[variant][case_cpu_n[variant]++] = run_cpu;
+	return rate;
 }
 
-/* One line: a variant's figure, its ratio to the first, target, result. */
-static void row(const char *name, double v, double base, int ping, double target)
+/* One line: a variant's figure, its ratio to the first, the CPUs its two
+ * processes kept busy (cpu < 0: not measured), target, result. */
+static void row(const char *name, double v, double base, double cpu, int ping, double target)
 {
-	char fig[32], tg[32] = "";
+	char fig[32], cp[16] = "", tg[32] = "";
 	const char *res = "";
 	double ratio = v / base; /* rates: for ping-pong, kernel time / this time */
 	if (ping)
@@ -916,7 +1139,30 @@ static void row(const char *name, double v, double base, int ping, double target
 			snprintf(tg, sizeof tg, ">=%gx", target);
 		res = bench_result(ratio >= target);
 	}
-	printf("  %-36s %15s %8.2fx  %-12s %s\n", name, fig, ratio, tg, res);
+	if (cpu >= 0)
+		snprintf(cp, sizeof cp, "%4.2f cpu", cpu);
+	printf("  %-36s %15s %8.2fx %9s  %-12s %s\n", name, fig, ratio, cp, tg, res);
+	fflush(stdout);
+}
+
+/* A versus line, where both of its variants ran (iceoryx may not have). */
+static void versus(const struct pcase *c, const double *med, const struct versus *vs)
+{
+	int a = -1, b = -1;
+	for (int v = 0; v < c->n; v++) {
+		if (c->v[v] == vs->a)
+			a = v;
+		if (c->v[v] == vs->b)
+			b = v;
+	}
+	if (a < 0 || b < 0)
+		return;
+	double ratio = med[a] / med[b];
+	char tg[16] = "";
+	if (vs->target > 0)
+		snprintf(tg, sizeof tg, ">=%gx", vs->target);
+	printf("  %s vs %s: %.2fx  %s %s\n", chan_name[vs->a], chan_name[vs->b], ratio, tg,
+	       vs->target > 0 ? bench_result(ratio >= vs->target) : "");
 	fflush(stdout);
 }
 
@@ -932,19 +1178,32 @@ int main(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "--cat") == 0)
 		return cat_main(argc, argv);
+	if (argc > 1 && strcmp(argv[1], "--one") == 0)
+		return one_main(argc, argv);
 
 	static struct pcase cases[] = {
-		{ "write 64 KiB", 64 * KiB, 512 * MiB, 9,
+		{ "write 64 KiB", 64 * KiB, 2048 * MiB, 12,
 		  { CH_KERNEL, CH_PP, CH_PP_PEEK, CH_PP_ZC, CH_KERNEL_1M, CH_VMSPLICE, CH_SOCKET,
-		    CH_RING_SPIN, CH_RING_PEEK },
-		  { 0, 5, 10, 10, 0, 0, 0, 0, 0 } },
+		    CH_RING_SPIN, CH_RING_PEEK, CH_PP_ZC_1M, CH_PP_ZC_1M_NOSPIN, CH_PP_ZC_1M_POLL },
+		  { 0, 5, 10, 10, 0, 0, 0, 0, 0, 0, 0, 0 },
+		  { { CH_PP_ZC, CH_VMSPLICE, 1 },
+		    { CH_PP_ZC_1M, CH_ICEORYX, 1 },
+		    { CH_PP_ZC_1M_NOSPIN, CH_ICEORYX, 1 },
+		    { CH_PP_ZC_1M_POLL, CH_ICEORYX, 0 },
+		    { CH_PP_ZC_1M, CH_ICEORYX_POLL, 0 } } },
 		{ "write 64 B", 64, 24 * MiB, 4, { CH_KERNEL, CH_PP, CH_SOCKET, CH_RING_SPIN },
-		  { 0, 10, 0, 0 } },
+		  { 0, 10, 0, 0 },
+		  { { 0 } } },
 		{ "write 1 B", 1, 384 * KiB, 4, { CH_KERNEL, CH_PP, CH_SOCKET, CH_RING_SPIN },
-		  { 0, 30, 0, 0 } },
-		{ "ping-pong 1 B", 0, 30000, 6,
-		  { CH_KERNEL, CH_PP, CH_SOCKET, CH_EVENTFD, CH_RING_FUTEX, CH_RING_SPIN },
-		  { 0, 3, 0, 0, 0, 0 } },
+		  { 0, 30, 0, 0 },
+		  { { 0 } } },
+		{ "ping-pong 1 B", 0, 30000, 8,
+		  { CH_KERNEL, CH_PP, CH_PP_NOSPIN, CH_PP_POLL, CH_SOCKET, CH_EVENTFD, CH_RING_FUTEX,
+		    CH_RING_SPIN },
+		  { 0, 3, 0, 0, 0, 0, 0, 0 },
+		  { { CH_PP, CH_ICEORYX_POLL, 1 },
+		    { CH_PP_NOSPIN, CH_ICEORYX, 0 },
+		    { CH_PP_POLL, CH_ICEORYX, 0 } } },
 	};
 	struct bench_opts o = { .case_help = "only the cases whose name contains CASE "
 	                                     "(\"64 KiB\", \"ping\", \"file\")" };
@@ -976,22 +1235,28 @@ int main(int argc, char **argv)
 		}
 		printf("\n%s, %s per run\n", c->name, amt);
 		fflush(stdout);
-		if (!c->wsize && iox_start())
-			c->v[c->n++] = CH_ICEORYX; /* for context: no target */
+		if ((!c->wsize || c->wsize == 64 * KiB) && iox_start()) {
+			c->v[c->n++] = CH_ICEORYX;
+			c->v[c->n++] = CH_ICEORYX_POLL;
+		}
+		memset(case_cpu_n, 0, sizeof case_cpu_n);
 		bench_medians(c->n, o.reps, o.scale, run_case, &cr, med);
 		iox_stop();
 		for (int v = 0; v < c->n; v++)
-			row(chan_name[c->v[v]], med[v], med[0], !c->wsize, c->target[v]);
+			row(chan_name[c->v[v]], med[v], med[0], median(case_cpu[v], case_cpu_n[v]),
+			    !c->wsize, c->target[v]);
+		for (const struct versus *vs = c->vs; vs->a; vs++)
+			versus(c, med, vs);
 		if (c->wsize == 64 * KiB) {
 			double cap;
 			unsigned long long total = scaled(4096 * MiB, o.scale, 64 * KiB, 64 * KiB);
 			bench_medians(1, o.reps, o.scale, run_memcpy, &total, &cap);
-			row("memcpy 64 KiB, one thread (a cap)", cap, med[0], 0, 0);
+			row("memcpy 64 KiB, one thread (a cap)", cap, med[0], -1, 0, 0);
 		} else if (c->wsize) {
 			double cap[2];
 			bench_medians(2, o.reps, o.scale, run_alone, &cr, cap);
-			row("pp_write alone, PP_SHARED (a cap)", cap[0], med[0], 0, 0);
-			row("pp_write alone, private pipe", cap[1], med[0], 0, 0);
+			row("pp_write alone, PP_SHARED (a cap)", cap[0], med[0], -1, 0, 0);
+			row("pp_write alone, private pipe", cap[1], med[0], -1, 0, 0);
 		}
 	}
 
@@ -1008,7 +1273,7 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		bench_medians(F_COUNT, o.reps, o.scale, run_file, &fc, med);
 		for (int v = 0; v < F_COUNT; v++)
-			row(file_name[v], med[v], med[0], 0, 0);
+			row(file_name[v], med[v], med[0], -1, 0, 0);
 		close(fd);
 		close(fc.devnull);
 	}
