@@ -179,7 +179,8 @@ HG_SINGLE = api_errors coalesce crash_all_die crash_lock crash_readers crash_wri
             shared_fork_eof shared_export_import shared_events_fd private_fork_ebadf \
             named_pipes \
             shared_stream shared_atomic_records shared_coalesce_packet shared_zero_copy \
-            diff_kernel_procs shared_passing_matches_kernel crash_named
+            diff_kernel_procs shared_passing_matches_kernel crash_named \
+            shared_dead_peer_at_once
 HG_TESTS = $(filter-out $(addprefix $(HG_BUILD)/test/,$(HG_SINGLE)), \
              $(patsubst $(BUILD)/test/%,$(HG_BUILD)/test/%,$(TESTS)))
 

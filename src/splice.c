@@ -257,8 +257,18 @@ static ssize_t xfer_run(struct xfer *x, size_t len, unsigned flags, bool consume
 				}
 			}
 		}
-		if (wait_on && nonblock)
+		if (wait_on && nonblock) {
+			/* A shared pipe's other side may have died since the last
+			 * look at its token: look now, as pp_read and pp_write do
+			 * before EAGAIN, so that end of file or EPIPE comes at once
+			 * (then start over, and the checks above see it). */
+			if (ppi_call_side_gone_now(wait_on, wait_side == PPI_READ ? PPI_WRITE
+			                                                          : PPI_READ)) {
+				unlock_all_but(x, x->n + 1, NULL);
+				continue;
+			}
 			err = EAGAIN;
+		}
 		if (wait_on && !err) {
 			/* Sleep holding no other lock; then start over.  Nothing
 			 * has moved yet, so nothing is owed. */

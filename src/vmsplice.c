@@ -75,6 +75,11 @@ PPI_API ssize_t pp_vmsplice(struct pp_end *out, const struct iovec *iov, unsigne
 			/* Like Linux: wait only for the first room; once something
 			 * went in, return what fitted. */
 			if (nonblock || placed) {
+				/* A shared pipe's readers may have died since the last
+				 * look at their token: look now, as pp_write does, so
+				 * that EPIPE comes at once (the check above, again). */
+				if (!placed && ppi_call_side_gone_now(&c, PPI_READ))
+					continue;
 				err = EAGAIN;
 				break;
 			}
