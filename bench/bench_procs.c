@@ -26,11 +26,12 @@
  *     vmsplice(2) (its pages by reference: one copy, the reader's read;
  *     issue 15 asks the zero-copy pagepipe to beat it).  The zero-copy pair
  *     also runs on a pipe grown to 1 MiB, and there with readers that sleep
- *     when idle: "nobody spins" runs both processes with PP_SPIN_NS=0 (every
- *     wait a futex sleep; in a copy of this program, `bench_procs --one`,
- *     since the library reads it when it is loaded), and "reader in poll"
- *     has a non-blocking reader that sleeps in poll(2) on pp_fd, as an
- *     event loop does.  Where this program was built
+ *     when idle: "reader sleeps" runs the reader with PP_SPIN_NS=0 (every
+ *     wait a futex sleep; the reader's process execs this program again,
+ *     `bench_procs --sleeper`, since the library reads it when it is
+ *     loaded; the writer spins as usual, as iceoryx's publisher does when
+ *     it waits for a full queue), and "reader in poll" has a non-blocking
+ *     reader that sleeps in poll(2) on pp_fd, as an event loop does.  Where this program was built
  *     with iceoryx's C binding, iceoryx moves the same stream in 64 KiB
  *     messages, loaned, filled by copying as the pp_reserve writer does, and
  *     read in place, its subscriber either waiting in a wait set or
@@ -38,8 +39,8 @@
  *     messages: 1 MiB in flight) instead of dropping, so the pagepipe rows
  *     compared with it run on a pipe grown to 1 MiB.  Targets against the
  *     peers (issue 15): the zero-copy pair ahead of vmsplice -> read (both
- *     64 KiB pipes) and of iceoryx with its subscriber waiting, also when
- *     nobody spins.
+ *     64 KiB pipes) and of iceoryx with its subscriber waiting, also with
+ *     the reader that sleeps.
  *
  *   ping-pong 1 B: latency.  The pinger writes a byte into one pipe, the
  *     echoer reads it and writes it back through a second pipe; round
@@ -48,10 +49,12 @@
  *     the same over an eventfd pair (the cheapest kernel object that wakes
  *     a process: about what any channel that puts its waiter to sleep pays,
  *     the sleep and the wake-up being the cost), the pagepipe's sleeping
- *     cases (nobody spins; readers in poll(2) on pp_fd), and, where this
- *     program was built with iceoryx's C binding, an iceoryx publisher and
- *     subscriber each way, the reader sleeping in a wait set or
- *     busy-polling (iceoryx.h; this program starts iox-roudi for it).
+ *     cases (nobody spins: both processes run with PP_SPIN_NS=0, in a copy
+ *     of this program, `bench_procs --one`; readers in poll(2) on pp_fd),
+ *     and, where this program was built with iceoryx's C binding, an
+ *     iceoryx publisher and subscriber each way, the reader sleeping in a
+ *     wait set or busy-polling (iceoryx.h; this program starts iox-roudi
+ *     for it).
  *     Target: the pagepipe round trip no longer than iceoryx's busy-polling
  *     one (issue 15).
  *
@@ -296,7 +299,7 @@ enum chan {
 	CH_ICEORYX,    /* iceoryx publisher -> subscriber, waiting in a wait set (iceoryx.h) */
 	CH_ICEORYX_POLL, /* the same, the subscriber busy-polling */
 	CH_PP_ZC_1M,   /* CH_PP_ZC grown to 1 MiB: iceoryx's queue's bytes in flight */
-	CH_PP_ZC_1M_NOSPIN, /* that, in processes run with PP_SPIN_NS=0: every wait sleeps */
+	CH_PP_ZC_1M_SLEEPER, /* that, the reader exec'd with PP_SPIN_NS=0: it never spins */
 	CH_PP_ZC_1M_POLL, /* that, the reader non-blocking, sleeping in poll(2) on pp_fd */
 	CH_PP_NOSPIN,  /* CH_PP in processes run with PP_SPIN_NS=0: ping-pong's sleeping case */
 	CH_PP_POLL,    /* CH_PP, the readers sleeping in poll(2) on pp_fd */
@@ -317,7 +320,7 @@ static const char *const chan_name[] = {
 	[CH_ICEORYX] = "iceoryx (wait set)",
 	[CH_ICEORYX_POLL] = "iceoryx (busy-poll)",
 	[CH_PP_ZC_1M] = "pagepipe 1 MiB, pp_reserve -> pp_peek",
-	[CH_PP_ZC_1M_NOSPIN] = "pagepipe 1 MiB, the same, nobody spins",
+	[CH_PP_ZC_1M_SLEEPER] = "pagepipe 1 MiB, the same, reader sleeps",
 	[CH_PP_ZC_1M_POLL] = "pagepipe 1 MiB, the same, reader in poll",
 	[CH_PP_NOSPIN] = "pagepipe, nobody spins",
 	[CH_PP_POLL] = "pagepipe, readers in poll(pp_fd)",
@@ -325,8 +328,7 @@ static const char *const chan_name[] = {
 
 /* A variant run in a copy of this program with PP_SPIN_NS=0 (the library
  * reads it when it is loaded), and the kind it runs there. */
-#define NOSPIN_OF(kind)                                                                      \
-	((kind) == CH_PP_ZC_1M_NOSPIN ? CH_PP_ZC_1M : (kind) == CH_PP_NOSPIN ? CH_PP : 0)
+#define NOSPIN_OF(kind) ((kind) == CH_PP_NOSPIN ? CH_PP : 0)
 
 #define IS_IOX(kind) ((kind) == CH_ICEORYX || (kind) == CH_ICEORYX_POLL)
 
@@ -334,7 +336,9 @@ static const char *const chan_name[] = {
 #define IN_POLL(kind) ((kind) == CH_PP_ZC_1M_POLL || (kind) == CH_PP_POLL)
 
 /* The kinds whose writer makes its blocks in reserved pages (zc_write). */
-#define IN_RESERVED(kind) ((kind) == CH_PP_ZC || (kind) == CH_PP_ZC_1M || (kind) == CH_PP_ZC_1M_POLL)
+#define IN_RESERVED(kind)                                                                    \
+	((kind) == CH_PP_ZC || (kind) == CH_PP_ZC_1M || (kind) == CH_PP_ZC_1M_POLL ||              \
+	 (kind) == CH_PP_ZC_1M_SLEEPER)
 
 /* The kinds whose stream reader takes the data in place. */
 #define IN_PLACE(kind)                                                                 \
@@ -365,7 +369,6 @@ static void chan_open(struct chan_t *c, enum chan kind)
 	case CH_ICEORYX:
 	case CH_ICEORYX_POLL:
 		break; /* made in the children: iox_attach */
-	case CH_PP_ZC_1M_NOSPIN:
 	case CH_PP_NOSPIN:
 		die("chan_open: a kind run by run_nospin");
 	case CH_KERNEL:
@@ -380,10 +383,11 @@ static void chan_open(struct chan_t *c, enum chan kind)
 	case CH_PP_ZC:
 	case CH_PP_ZC_1M:
 	case CH_PP_ZC_1M_POLL:
+	case CH_PP_ZC_1M_SLEEPER:
 	case CH_PP_POLL:
 		if (tp_open(&c->p, 0, PP_SHARED) != 0)
 			die("pp_pipe(PP_SHARED)");
-		if ((kind == CH_PP_ZC_1M || kind == CH_PP_ZC_1M_POLL) &&
+		if ((kind == CH_PP_ZC_1M || kind == CH_PP_ZC_1M_POLL || kind == CH_PP_ZC_1M_SLEEPER) &&
 		    tp_setsize(&c->p, 1, MiB) != (long)MiB)
 			die("pp_setsize 1 MiB");
 		break;
@@ -554,6 +558,74 @@ struct report {
 };
 
 static struct report *rep; /* mapped MAP_SHARED once, cleared per run */
+static int rep_fd = -1;     /* its memfd, which an exec'd reader maps too */
+
+/* Map the report in memory that survives an exec: a memfd. */
+static void rep_map(void)
+{
+	if ((rep_fd = memfd_create("bench_procs-report", MFD_CLOEXEC)) < 0 ||
+	    ftruncate(rep_fd, sizeof *rep) != 0)
+		die("memfd_create");
+	rep = mmap(NULL, sizeof *rep, PROT_READ | PROT_WRITE, MAP_SHARED, rep_fd, 0);
+	if (rep == MAP_FAILED)
+		die("mmap");
+}
+
+/* The CPU time of this process (all its threads), in seconds. */
+static double cpu_now(void)
+{
+	struct timespec c;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c);
+	return (double)c.tv_sec + (double)c.tv_nsec / 1e9;
+}
+
+/*
+ * The reader that never spins: the stream reader's child execs this
+ * program again as `bench_procs --sleeper END REPORT READY GO TOTAL` with
+ * PP_SPIN_NS=0 in its environment (the library reads it when it is
+ * loaded), so that only the reader's waits sleep at once; the writer is
+ * the usual one.  END is the read end, exported (pp_export) before the
+ * exec; REPORT the report's memfd; READY and GO the run's handshake,
+ * which the exec'd reader makes itself, so the exec is not timed.
+ */
+static void exec_sleeper(struct chan_t *c, int ready, int go, unsigned long long total)
+{
+	char self[] = "/proc/self/exe", mode[] = "--sleeper", a[5][32];
+	int end = pp_export(c->p.e[0]);
+	int fds[4] = { end, rep_fd, ready, go };
+	for (int i = 0; i < 4; i++) {
+		if (fds[i] < 0 || fcntl(fds[i], F_SETFD, 0) != 0)
+			_exit(5);
+		snprintf(a[i], sizeof a[i], "%d", fds[i]);
+	}
+	snprintf(a[4], sizeof a[4], "%llu", total);
+	char *argv[] = { self, mode, a[0], a[1], a[2], a[3], a[4], NULL };
+	setenv("PP_SPIN_NS", "0", 1);
+	execv(argv[0], argv);
+	_exit(127);
+}
+
+static int sleeper_main(int argc, char **argv)
+{
+	if (argc != 7)
+		return 2;
+	int end = atoi(argv[2]), ready = atoi(argv[4]), go = atoi(argv[5]);
+	rep_fd = atoi(argv[3]);
+	rep = mmap(NULL, sizeof *rep, PROT_READ | PROT_WRITE, MAP_SHARED, rep_fd, 0);
+	struct pp_end *in = pp_import(end);
+	char b;
+	if (rep == MAP_FAILED || !in)
+		return 3;
+	close(end);
+	bench_pattern(PERIOD, CAT_BUF, 0);
+	if (write(ready, &b, 1) != 1 || read(go, &b, 1) != 0)
+		return 4;
+	double t0 = t_now(), c0 = cpu_now();
+	bench_peek_stream(in, 1, &rep->rx);
+	rep->cpu[1] = (cpu_now() - c0) / (t_now() - t0);
+	pp_close(in);
+	return rep->rx.received == strtoull(argv[6], NULL, 10) ? 0 : 1;
+}
 
 /* The last run's CPU use: the sum of both children's CPU seconds over
  * their time (2.0: both busy all along, as spinning or polling readers
@@ -609,16 +681,13 @@ static void run_children(struct run *r, void (*child)(struct run *, int who))
 			for (int i = 0; i < r->nch; i++)
 				if (IN_POLL(r->ch[i].kind) && (who + i) % 2 == 1)
 					poll_setup(&r->ch[i]);
+			if (r->ch[0].kind == CH_PP_ZC_1M_SLEEPER && who == 1)
+				exec_sleeper(&r->ch[0], ready[1], go[0], r->total);
 			if (write(ready[1], b, 1) != 1 || read(go[0], b, 1) != 0)
 				_exit(3);
-			struct timespec c0, c1;
-			double t0 = t_now();
-			clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+			double t0 = t_now(), c0 = cpu_now();
 			child(r, who);
-			clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
-			rep->cpu[who] = ((double)(c1.tv_sec - c0.tv_sec) +
-			                 (double)(c1.tv_nsec - c0.tv_nsec) / 1e9) /
-			                (t_now() - t0);
+			rep->cpu[who] = (cpu_now() - c0) / (t_now() - t0);
 			if (IS_IOX(r->ch[0].kind)) {
 				iox_leave();
 				exit(0); /* iceoryx's exit handlers remove its sockets */
@@ -1094,9 +1163,7 @@ static int one_main(int argc, char **argv)
 	size_t wsize = strtoul(argv[3], NULL, 10);
 	unsigned long long amount = strtoull(argv[4], NULL, 10);
 	double scale = atof(argv[5]);
-	rep = mmap(NULL, sizeof *rep, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (rep == MAP_FAILED)
-		die("mmap");
+	rep_map();
 	bench_pattern(PERIOD, CAT_BUF, 0);
 	double rate = wsize ? run_stream(kind, wsize, amount, scale)
 	                    : run_pingpong(kind, (long)amount, scale);
@@ -1180,15 +1247,17 @@ int main(int argc, char **argv)
 		return cat_main(argc, argv);
 	if (argc > 1 && strcmp(argv[1], "--one") == 0)
 		return one_main(argc, argv);
+	if (argc > 1 && strcmp(argv[1], "--sleeper") == 0)
+		return sleeper_main(argc, argv);
 
 	static struct pcase cases[] = {
 		{ "write 64 KiB", 64 * KiB, 2048 * MiB, 12,
 		  { CH_KERNEL, CH_PP, CH_PP_PEEK, CH_PP_ZC, CH_KERNEL_1M, CH_VMSPLICE, CH_SOCKET,
-		    CH_RING_SPIN, CH_RING_PEEK, CH_PP_ZC_1M, CH_PP_ZC_1M_NOSPIN, CH_PP_ZC_1M_POLL },
+		    CH_RING_SPIN, CH_RING_PEEK, CH_PP_ZC_1M, CH_PP_ZC_1M_SLEEPER, CH_PP_ZC_1M_POLL },
 		  { 0, 5, 10, 10, 0, 0, 0, 0, 0, 0, 0, 0 },
 		  { { CH_PP_ZC, CH_VMSPLICE, 1 },
 		    { CH_PP_ZC_1M, CH_ICEORYX, 1 },
-		    { CH_PP_ZC_1M_NOSPIN, CH_ICEORYX, 1 },
+		    { CH_PP_ZC_1M_SLEEPER, CH_ICEORYX, 1 },
 		    { CH_PP_ZC_1M_POLL, CH_ICEORYX, 0 },
 		    { CH_PP_ZC_1M, CH_ICEORYX_POLL, 0 } } },
 		{ "write 64 B", 64, 24 * MiB, 4, { CH_KERNEL, CH_PP, CH_SOCKET, CH_RING_SPIN },
@@ -1211,9 +1280,7 @@ int main(int argc, char **argv)
 	bench_begin(&o, argc, argv, "bench_procs",
 	            " (PP_SHARED) vs kernel pipe, writer process -> reader process");
 	bench_pattern(PERIOD, CAT_BUF, 0);
-	rep = mmap(NULL, sizeof *rep, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (rep == MAP_FAILED)
-		die("mmap");
+	rep_map();
 	printf("reader buffer 64 KiB, default 64 KiB capacity, %s\n", bench_how(&o));
 	printf("ratio: to the kernel pipe of the same run (ping-pong: kernel time / this "
 	       "time; above 1 is better)\n");
