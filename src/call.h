@@ -295,7 +295,7 @@ bool ppi_ring_drop_handle(struct ppi_ring *r, int side);
  * unlocks.  Each is commented where it is defined.
  */
 void ppi_resv_slots(struct ppi_call *c, int n);
-uint32_t ppi_resv_room(struct ppi_call *c, uint32_t want, bool nonblock, bool look, int *err,
+uint32_t ppi_resv_room(struct ppi_call *c, uint32_t want, bool nonblock, int *err,
                        bool *sigpipe);
 unsigned ppi_resv_take(struct ppi_call *c, uint32_t *pages, uint32_t k);
 size_t ppi_resv_iov(struct ppi_call *c, const uint32_t *pages, unsigned n, size_t len,

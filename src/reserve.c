@@ -65,10 +65,10 @@ void ppi_resv_slots(struct ppi_call *c, int n)
 /* Locked: wait until a slot is free, as a writer waits; the slots to
  * reserve for want pages (want > 0), or 0 with *err: EPIPE (with *sigpipe)
  * when no reader is left, EAGAIN when nonblock, EINTR, or EIO (then the
- * lock is not ours).  look: before EAGAIN, look at once whether the readers
- * are gone in every process (ppi_call_side_gone_now), as pp_write does;
- * pp_splice_from_fd, like pp_splice and pp_vmsplice, does not. */
-uint32_t ppi_resv_room(struct ppi_call *c, uint32_t want, bool nonblock, bool look, int *err,
+ * lock is not ours).  Before EAGAIN it looks at once whether the readers
+ * are gone in every process (ppi_call_side_gone_now), as every way into a
+ * pipe does. */
+uint32_t ppi_resv_room(struct ppi_call *c, uint32_t want, bool nonblock, int *err,
                        bool *sigpipe)
 {
 	struct ppi_ring *r = c->r;
@@ -82,7 +82,7 @@ uint32_t ppi_resv_room(struct ppi_call *c, uint32_t want, bool nonblock, bool lo
 		if (room)
 			return want < room ? want : room;
 		if (nonblock) {
-			if (look && ppi_call_side_gone_now(c, PPI_READ))
+			if (ppi_call_side_gone_now(c, PPI_READ))
 				continue; /* EPIPE, as a write would say at once */
 			*err = EAGAIN;
 			return 0;
@@ -191,7 +191,7 @@ PPI_API ssize_t pp_reserve(struct pp_end *out, struct iovec *iov, int max, size_
 	 * writer for the entire read. */
 	if (!err && want > ppi_call_batch(&c))
 		want = ppi_call_batch(&c);
-	uint32_t k = err ? 0 : ppi_resv_room(&c, want, fl & PP_NONBLOCK, true, &err, &sigpipe);
+	uint32_t k = err ? 0 : ppi_resv_room(&c, want, fl & PP_NONBLOCK, &err, &sigpipe);
 	unsigned got = 0;
 	if (k) {
 		got = ppi_resv_take(&c, rv->page, k);

@@ -161,7 +161,7 @@ PPI_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t
 	struct ppi_call c;
 	bool sigpipe = false;
 	int err = ppi_call_lock(&c, r, out->shm, false);
-	uint32_t k = err ? 0 : ppi_resv_room(&c, want, nonblock, true, &err, &sigpipe);
+	uint32_t k = err ? 0 : ppi_resv_room(&c, want, nonblock, &err, &sigpipe);
 	if (!k) {
 		if (err != EIO) /* else the lock is not ours */
 			ppi_call_unlock(&c);
