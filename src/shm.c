@@ -768,7 +768,10 @@ bool ppi_shm_side_gone(struct ppi_shm *v, int side, bool now)
 		return false;
 	/* Not checked_ns: that is the lock's last look, which reaped; this
 	 * one does not, and must not put the lock's next look off. */
-	/* Writers gone: D's read end hangs up; readers gone: R's read end. */
+	/* Writers gone: D's read end hangs up; readers gone: R's read end.
+	 * No mu (pp_events is async-signal-safe): the caller holds a handle
+	 * of the other side, so this one stays open (tokens_leave closes the
+	 * token ends of a side only when the process holds none of it). */
 	int fd = side == PPI_WRITE ? v->d_rd : v->r_rd;
 	if (fd < 0)
 		return false; /* we hold that side ourselves */
@@ -787,9 +790,14 @@ unsigned ppi_shm_look_slow(struct ppi_shm *v, bool now)
 	atomic_store_explicit(&v->checked_ns, t, RELAXED);
 	atomic_store_explicit(&v->look_now, false, RELAXED);
 	/* Writers gone: D's read end hangs up; readers gone: R's read end.
-	 * We hold the one of the side we do not hold ourselves. */
+	 * We hold the one of the side we do not hold ourselves.  Under mu
+	 * across the poll: another thread's close of the process's last
+	 * handle of a side closes that side's (tokens_leave), and a number
+	 * closed and reused meanwhile would be polled in its place.  (mu is
+	 * taken under the ring's lock, never the other way round.) */
 	struct pollfd p[2];
 	nfds_t n = 0;
+	pthread_mutex_lock(&v->mu);
 	if (v->d_rd >= 0)
 		p[n++] = (struct pollfd){ .fd = v->d_rd, .events = POLLIN };
 	if (v->r_rd >= 0)
@@ -798,6 +806,7 @@ unsigned ppi_shm_look_slow(struct ppi_shm *v, bool now)
 	if (n && poll(p, n, 0) > 0)
 		for (nfds_t i = 0; i < n; i++)
 			gone |= (p[i].revents & (POLLHUP | POLLERR)) != 0;
+	pthread_mutex_unlock(&v->mu);
 	return ppi_shm_reap(v, gone);
 }
 
@@ -1177,9 +1186,16 @@ int ppi_shm_desc_new(struct ppi_shm *v, int side, int flags)
 	return -1;
 }
 
-/* Drop the token ends of a side we no longer hold. */
+/* Drop the token ends of a side the process no longer holds.  Under mu,
+ * with the count looked at in the same hold: another thread may be
+ * polling them (ppi_shm_look_slow), or taking a handle of the side. */
 static void tokens_leave(struct ppi_shm *v, int side)
 {
+	pthread_mutex_lock(&v->mu);
+	if (v->handles[side]) {
+		pthread_mutex_unlock(&v->mu);
+		return;
+	}
 	if (side == PPI_READ) {
 		close_fd(&v->d_rd);
 		close_fd(&v->r_wr);
@@ -1187,6 +1203,7 @@ static void tokens_leave(struct ppi_shm *v, int side)
 		close_fd(&v->d_wr);
 		close_fd(&v->r_rd);
 	}
+	pthread_mutex_unlock(&v->mu);
 }
 
 void ppi_shm_detach(struct ppi_shm *v)
@@ -1233,11 +1250,7 @@ void ppi_shm_after_close(struct ppi_shm *v, int side, bool gone)
 		ppi_shm_detach(v);
 		return;
 	}
-	pthread_mutex_lock(&v->mu);
-	bool left = !v->handles[side];
-	pthread_mutex_unlock(&v->mu);
-	if (left)
-		tokens_leave(v, side);
+	tokens_leave(v, side);
 }
 
 void ppi_shm_reserve(struct ppi_shm *v, int n)

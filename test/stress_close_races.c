@@ -10,9 +10,22 @@
  *   close_epipe_race     last reader closes (from 1-3 dup'd handles in as
  *                        many threads at once) while writers sleep on a full
  *                        pipe: every writer gets EPIPE (PP_NOSIGPIPE).
+ *   close_eof_race_shared, close_epipe_race_shared
+ *                        the same on PP_SHARED pipes, whose sleepers also
+ *                        poll the token descriptors the close closes.
  *   close_dup_race       threads holding pp_dup'd handles of both ends write,
  *                        dup and close concurrently; an observer must read
  *                        every byte and then end of file.
+ *   nonblock_eof_race, nonblock_epipe_race (and _shared)
+ *                        a thread loops non-blocking reads (writes on a
+ *                        full pipe) while the other end's last handle
+ *                        closes: it must end with every byte then end of
+ *                        file (EPIPE).  On a shared pipe each EAGAIN polls
+ *                        the token descriptors the close closes.
+ *   nonblock_close_one_process
+ *                        shared, with a forked child keeping a write end:
+ *                        the reader thread's EAGAINs poll the tokens while
+ *                        this process's last write handle closes its own.
  * After each case no page may remain in use in the pool (stress.h).
  */
 #include "harness/harness.h"
@@ -24,8 +37,10 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 
 /* Close races                                                         */
 
@@ -50,7 +65,7 @@ static void *eof_reader(void *arg)
 }
 
 /* Last writer closes (through 1-3 handles) while 1-8 readers sleep. */
-static void close_eof_race(void)
+static void eof_race(int flags)
 {
 	long iters = t_scaled_san(240);
 	uint64_t s = new_seed();
@@ -62,7 +77,7 @@ static void close_eof_race(void)
 		struct sleeper c[8];
 		pthread_t th[8];
 		atomic_int started = 0;
-		if (pp_pipe(e, PP_NOSIGPIPE) != 0) {
+		if (pp_pipe(e, PP_NOSIGPIPE | flags) != 0) {
 			CHECK(!"pp_pipe");
 			return;
 		}
@@ -124,7 +139,7 @@ static void *epipe_writer(void *arg)
 }
 
 /* Last reader closes (1-3 handles, concurrently) while 1-8 writers sleep. */
-static void close_epipe_race(void)
+static void epipe_race(int flags)
 {
 	long iters = t_scaled_san(240);
 	uint64_t s = new_seed();
@@ -138,7 +153,7 @@ static void close_epipe_race(void)
 		pthread_t th[8], ct[3];
 		atomic_int started = 0, go = 0, ready = 0;
 		unsigned char page[4096];
-		if (pp_pipe(e, PP_NOSIGPIPE) != 0) {
+		if (pp_pipe(e, PP_NOSIGPIPE | flags) != 0) {
 			CHECK(!"pp_pipe");
 			return;
 		}
@@ -182,6 +197,150 @@ static void close_epipe_race(void)
 			break;
 	}
 }
+
+static void close_eof_race(void) { eof_race(0); }
+static void close_epipe_race(void) { epipe_race(0); }
+/* The same on shared pipes: there a sleeper's wait also polls the token
+ * descriptors that the closing thread closes (a data race TSan caught). */
+static void close_eof_race_shared(void) { eof_race(PP_SHARED); }
+static void close_epipe_race_shared(void) { epipe_race(PP_SHARED); }
+
+/* A non-blocking caller that meets EAGAIN looks at the other side's token
+ * at once (a dead peer's pipe must not say EAGAIN); loop such calls while
+ * the other end's last handle closes. */
+struct spinner {
+	struct pp_end *h;
+	atomic_int *started;
+	size_t got;
+	ssize_t ret;
+	int err;
+};
+
+static void *nb_reader(void *arg)
+{
+	struct spinner *c = arg;
+	unsigned char buf[64];
+	atomic_fetch_add(c->started, 1);
+	for (;;) {
+		ssize_t n = pp_read(c->h, buf, sizeof buf);
+		if (n > 0) {
+			c->got += (size_t)n;
+			continue;
+		}
+		c->ret = n;
+		c->err = errno;
+		if (n < 0 && errno == EAGAIN)
+			continue;
+		return NULL;
+	}
+}
+
+static void *nb_writer(void *arg)
+{
+	struct spinner *c = arg;
+	unsigned char b = 7;
+	atomic_fetch_add(c->started, 1);
+	for (;;) {
+		ssize_t n = pp_write(c->h, &b, 1);
+		c->ret = n;
+		c->err = errno;
+		if (n == 1)
+			c->got++;
+		else if (!(n < 0 && errno == EAGAIN))
+			return NULL;
+	}
+}
+
+static void nonblock_race(int flags, bool close_reader)
+{
+	long iters = t_scaled_san(200);
+	uint64_t s = new_seed();
+	for (long it = 0; it < iters; it++) {
+		struct pp_end *e[2];
+		if (pp_pipe(e, PP_NOSIGPIPE | PP_NONBLOCK | flags) != 0) {
+			CHECK(!"pp_pipe");
+			return;
+		}
+		atomic_int started = 0;
+		struct spinner c = { close_reader ? e[1] : e[0], &started, 0, -2, 0 };
+		size_t k = rnd(&s, 200);
+		pthread_t th;
+		start_thread(&th, close_reader ? nb_writer : nb_reader, &c);
+		wait_count(&started, 1);
+		unsigned char buf[200] = { 0 };
+		if (!close_reader)
+			CHECK_EQ(pp_write(e[1], buf, k), (ssize_t)k);
+		jitter(&s, 500);
+		CHECK_EQ(pp_close(e[close_reader ? 0 : 1]), 0);
+		join_thread(th);
+		if (close_reader) {
+			CHECK_EQ(c.ret, -1);
+			CHECK_EQ(c.err, EPIPE);
+		} else {
+			CHECK_EQ(c.ret, 0);
+			CHECK_EQ(c.got, k);
+		}
+		CHECK_EQ(pp_close(e[close_reader ? 1 : 0]), 0);
+		t_progress();
+		if (t_case_failed)
+			break;
+	}
+}
+
+/* Shared: another process keeps a write end, so this process's reader
+ * keeps meeting EAGAIN (and polling the tokens) while this process's last
+ * write handle closes (and closes its token ends); then the other
+ * process writes k bytes and exits: every byte, then end of file. */
+static void nonblock_close_one_process(void)
+{
+	long iters = t_scaled_san(60);
+	uint64_t s = new_seed();
+	for (long it = 0; it < iters; it++) {
+		struct pp_end *e[2];
+		int go[2];
+		size_t k = 1 + rnd(&s, 100);
+		CHECK_EQ(pipe(go), 0);
+		if (pp_pipe(e, PP_NOSIGPIPE | PP_NONBLOCK | PP_SHARED) != 0) {
+			CHECK(!"pp_pipe");
+			return;
+		}
+		pid_t pid = fork();
+		if (pid == 0) {
+			char b;
+			close(go[1]);
+			pp_close(e[0]);
+			(void)!read(go[0], &b, 1);
+			unsigned char buf[100] = { 0 };
+			_exit(pp_write(e[1], buf, k) == (ssize_t)k ? 0 : 1);
+		}
+		CHECK(pid > 0);
+		close(go[0]);
+		atomic_int started = 0;
+		struct spinner c = { e[0], &started, 0, -2, 0 };
+		pthread_t th;
+		start_thread(&th, nb_reader, &c);
+		wait_count(&started, 1);
+		jitter(&s, 300);
+		CHECK_EQ(pp_close(e[1]), 0);
+		jitter(&s, 300);
+		close(go[1]);
+		int st = -1;
+		CHECK_EQ(waitpid(pid, &st, 0), pid);
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		join_thread(th);
+		CHECK_EQ(c.ret, 0);
+		CHECK_EQ(c.got, k);
+		CHECK_EQ(pp_close(e[0]), 0);
+		t_progress();
+		if (t_case_failed)
+			break;
+	}
+}
+
+static void nonblock_eof_race(void) { nonblock_race(0, false); }
+static void nonblock_epipe_race(void) { nonblock_race(0, true); }
+static void nonblock_eof_race_shared(void) { nonblock_race(PP_SHARED, false); }
+static void nonblock_epipe_race_shared(void) { nonblock_race(PP_SHARED, true); }
 
 struct duper {
 	struct pp_end *r, *w;
@@ -293,6 +452,13 @@ int main(void)
 	stress_start("stress_close_races");
 	RUN(close_eof_race);
 	RUN(close_epipe_race);
+	RUN(close_eof_race_shared);
+	RUN(close_epipe_race_shared);
 	RUN(close_dup_race);
+	RUN(nonblock_eof_race);
+	RUN(nonblock_epipe_race);
+	RUN(nonblock_eof_race_shared);
+	RUN(nonblock_epipe_race_shared);
+	RUN(nonblock_close_one_process);
 	return T_DONE();
 }
