@@ -248,17 +248,42 @@ int pp_mkfifo(const char *path, mode_t mode);
 struct pp_end *pp_open(const char *path, int flags);
 
 /*
+ * A new shared pipe in the same shared memory as `member` (an end of a
+ * PP_SHARED pipe, or of a pipe made by pp_pipe_in, or imported), as
+ * pp_pipe() makes one: ends[0] reads, ends[1] writes, flags as pp_pipe()'s
+ * (PP_SHARED is implied).  Pipes of one memory share its pages, so
+ * pp_tee(), pp_splice() and pp_fanout() between them, in any process, move
+ * page references and copy no byte: a stream written once can be read by
+ * several consumer processes, each at its own pace, with its data held in
+ * memory once.  The price is trust: every process that holds an end of
+ * any pipe of the memory maps all of its data (read-only if it holds only
+ * read ends) and could read or, with a write end, change the others'
+ * bytes; so put together only pipes whose readers may see each other's
+ * data.  A memory holds up to 8 pipes; a pipe's ring is free again when
+ * its last end anywhere is closed.  The calling process must map the
+ * memory writable: it holds a write end of one of its pipes (the new
+ * pipe's writer puts pages there).  Returns 0, or -1 with errno EFAULT
+ * (ends NULL), EBADF (member is not a live handle), EINVAL (bad flags, or
+ * member is a private pipe's), EACCES (the process holds only read ends of
+ * the memory's pipes), EMFILE (8 pipes in the memory already, or no free
+ * open description; or descriptors), ENFILE, ENOMEM, EIO.
+ */
+int pp_pipe_in(struct pp_end *ends[2], int flags, struct pp_end *member);
+
+/*
  * The shared memory of the pipe of a PP_SHARED end, now: pages holding
- * data in the ring, pages held outside it by calls in progress (a writer
- * filling them, a reader copying out of them), idle pages kept for reuse,
- * and the processes and exported descriptors holding the pipe.
+ * data in rings (each counted once, however many buffers of the memory's
+ * pipes name it: see pp_pipe_in), pages held outside them by calls in
+ * progress (a writer filling them, a reader copying out of them), idle
+ * pages kept for reuse, and the processes and exported descriptors holding
+ * the memory.
  */
 struct pp_shared_stats {
-	long pages_in_ring;   /* pages the ring's buffers name */
-	long pages_held;      /* pages calls in progress hold outside the ring */
+	long pages_in_ring;   /* pages the rings' buffers name */
+	long pages_held;      /* pages calls in progress hold outside the rings */
 	long pages_idle;      /* mapped, kept for reuse */
 	long pages_mapped;    /* size of the data memory, in pages */
-	long holders;         /* processes and exports holding the pipe */
+	long holders;         /* processes and exports holding the memory */
 };
 
 /* Fill *st for the pipe of end; returns 0, or -1 with errno EBADF, EINVAL

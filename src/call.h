@@ -124,6 +124,26 @@ static inline unsigned char *ppi_call_addr(struct ppi_call *c, uint32_t page)
 	return unlikely(c->shm) ? ppi_shm_page(c->shm, page) : ppi_page_addr(page);
 }
 
+/* Under the lock: is a shared ring's page named by other buffers too
+ * (tee or fan-out between pipes of its memory)?  A reader copies such a
+ * page under the lock: taken out of the ring and copied with the lock
+ * dropped, it could go back to the memory, when the other buffers are
+ * consumed, and be written over while we copy.  (A private ring's pages
+ * are counted in the pool; the reader's reference keeps them.) */
+static inline bool ppi_call_page_shared(struct ppi_call *c, uint32_t page)
+{
+	return unlikely(c->shm) && ppi_shm_page_refs(c->shm, page) > 1;
+}
+
+/* Under the lock: n more buffers name page (tee, fan-out). */
+static inline void ppi_call_get(struct ppi_call *c, uint32_t flags, uint32_t page, uint32_t n)
+{
+	if (unlikely(c->shm))
+		ppi_shm_pages_ref(c->shm, page, n);
+	else
+		ppi_buf_ops_of(flags)->get(page, n);
+}
+
 /* Up to n fresh pages for the ring, held by this call until pushed: how
  * many.  A shared ring's come from its own memory, under the lock. */
 static inline unsigned ppi_call_pages(struct ppi_call *c, uint32_t *pages, unsigned n)

@@ -111,6 +111,21 @@ PPI_API int pp_pipe(struct pp_end *ends[2], int flags)
 	return 0;
 }
 
+PPI_API int pp_pipe_in(struct pp_end *ends[2], int flags, struct pp_end *member)
+{
+	if (!ends) {
+		errno = EFAULT;
+		return -1;
+	}
+	if (!ppi_end_ring(member))
+		return -1;
+	if ((flags & ~(PPI_END_FLAGS | PP_SHARED)) || !member->shm) {
+		errno = EINVAL;
+		return -1;
+	}
+	return ppi_shm_pipe_in(ends, flags & PPI_END_FLAGS, member);
+}
+
 PPI_API struct pp_end *pp_dup(struct pp_end *end)
 {
 	struct ppi_ring *r = ppi_end_ring(end);

@@ -116,6 +116,7 @@ void ppi_fork_locks(bool take);
 
 /* shared.c: the handle calls of a shared ring. */
 int ppi_shm_pipe(struct pp_end *ends[2], int fl);
+int ppi_shm_pipe_in(struct pp_end *ends[2], int fl, struct pp_end *member);
 struct pp_end *ppi_shm_dup(struct pp_end *end);
 int ppi_shm_close(struct pp_end *end);
 

@@ -44,6 +44,7 @@
 struct export_msg {
 	uint32_t magic, version;
 	uint32_t side, desc;
+	uint32_t ring; /* the pipe's ring in its memory (pp_pipe_in) */
 };
 
 /* ---- export and import ---------------------------------------------------- */
@@ -59,16 +60,17 @@ static struct pp_end *handle_on(struct ppi_shm *v, int side, int d, int fl)
 	if (!err) {
 		if (d < 0 && (d = ppi_shm_desc_new(v, side, fl)) < 0)
 			err = EMFILE;
-		else if ((LOAD(ppi_shm_descs(v)[d].side) & 1) != (uint32_t)side)
+		else if ((LOAD(ppi_shm_descs(v)[d].side) & 1) != (uint32_t)side ||
+		         (LOAD(ppi_shm_descs(v)[d].ring) & (PPI_SHM_RINGS - 1)) != v->ri)
 			err = EIO; /* the description is not what the export said */
 		if (!err) {
 			unsigned closed;
-			bool gone;
+			int gone;
 			e->desc = (uint32_t)d;
 			ppi_shm_handles(v, (uint32_t)d, side, 1, &closed, &gone);
 		}
-		if (err && !v->handles[PPI_READ] && !v->handles[PPI_WRITE])
-			ppi_shm_holder_is(v, v->holder, PPI_HOLDER_FREE);
+		if (err && ppi_shm_holds_nothing(v))
+			ppi_shm_holder_is(v, v->m->holder, PPI_HOLDER_FREE);
 		ppi_shm_unlock(v);
 	}
 	if (err) {
@@ -101,7 +103,7 @@ PPI_API int pp_export(struct pp_end *end)
 	int sv[2] = { -1, -1 };
 	int err = 0, h = -1;
 	/* The export's own description of ctl, carrying its liveness lock. */
-	fds[0] = ppi_shm_reopen(v->ctl_fd, O_RDWR);
+	fds[0] = ppi_shm_reopen(v->m->ctl_fd, O_RDWR);
 	if (fds[0] < 0) {
 		errno = -fds[0];
 		return -1;
@@ -111,13 +113,13 @@ PPI_API int pp_export(struct pp_end *end)
 		errno = -h;
 		return -1;
 	}
-	pthread_mutex_lock(&v->mu);
-	fds[1] = side == PPI_READ ? ppi_shm_reopen(v->data_fd, O_RDONLY) : dup_or_err(v->data_fd);
+	pthread_mutex_lock(&v->m->mu);
+	fds[1] = side == PPI_READ ? ppi_shm_reopen(v->m->data_fd, O_RDONLY) : dup_or_err(v->m->data_fd);
 	fds[2] = dup_or_err(side == PPI_READ ? v->d_rd : v->d_wr);
 	fds[3] = dup_or_err(side == PPI_READ ? v->r_wr : v->r_rd);
 	fds[4] = dup_or_err(v->efd[0]);
 	fds[5] = dup_or_err(v->efd[1]);
-	pthread_mutex_unlock(&v->mu);
+	pthread_mutex_unlock(&v->m->mu);
 	for (int i = 1; i < EXPORT_FDS; i++)
 		if (fds[i] < 0) {
 			err = -fds[i];
@@ -127,7 +129,7 @@ PPI_API int pp_export(struct pp_end *end)
 		err = errno;
 		goto fail;
 	}
-	struct export_msg msg = { EXPORT_MAGIC, PPI_SHM_VERSION, (uint32_t)side, end->desc };
+	struct export_msg msg = { EXPORT_MAGIC, PPI_SHM_VERSION, (uint32_t)side, end->desc, v->ri };
 	struct iovec io = { &msg, sizeof msg };
 	union {
 		char buf[CMSG_SPACE(sizeof fds)];
@@ -204,7 +206,7 @@ PPI_API struct pp_end *pp_import(int fd)
 	}
 	if (n != (ssize_t)sizeof msg || got != EXPORT_FDS || (mh.msg_flags & MSG_CTRUNC) ||
 	    msg.magic != EXPORT_MAGIC || msg.version != PPI_SHM_VERSION || msg.side > 1 ||
-	    msg.desc >= PPI_SHM_DESCS) {
+	    msg.desc >= PPI_SHM_DESCS || msg.ring >= PPI_SHM_RINGS) {
 		for (int i = 0; i < got; i++)
 			close(fds[i]);
 		errno = EINVAL;
@@ -212,7 +214,7 @@ PPI_API struct pp_end *pp_import(int fd)
 	}
 	int side = (int)msg.side;
 	struct ppi_shm *v;
-	int err = ppi_shm_attach(fds[0], fds[1], side, &fds[2], &fds[4], &v);
+	int err = ppi_shm_attach(fds[0], fds[1], side, msg.ring, &fds[2], &fds[4], &v);
 	if (err) {
 		errno = err == EINVAL ? EINVAL : err;
 		return NULL;
@@ -365,7 +367,7 @@ PPI_API struct pp_end *pp_open(const char *path, int flags)
 		return NULL;
 	}
 	struct ppi_shm *v;
-	if ((err = ppi_shm_attach(ctl, data, side, tok, rdy, &v))) {
+	if ((err = ppi_shm_attach(ctl, data, side, 0, tok, rdy, &v))) {
 		close(dir);
 		errno = err;
 		return NULL;
@@ -395,12 +397,12 @@ PPI_API struct pp_end *pp_open(const char *path, int flags)
 		errno = saved;
 		return NULL;
 	}
-	pthread_mutex_lock(&v->mu);
+	pthread_mutex_lock(&v->m->mu);
 	int *slot = side == PPI_READ ? &v->d_rd : &v->d_wr;
 	if (*slot < 0)
 		*slot = w;
 	else
 		close(w);
-	pthread_mutex_unlock(&v->mu);
+	pthread_mutex_unlock(&v->m->mu);
 	return e;
 }

@@ -34,7 +34,7 @@
  * held by the parent's holder record, not the child's. */
 static bool resv_stale(const struct pp_end *end)
 {
-	return end->shm && end->resv.holder != end->shm->holder;
+	return end->shm && end->resv.holder != end->shm->m->holder;
 }
 
 /* Move the handle's reservation word from `from` to BUSY, for this call;
@@ -213,7 +213,7 @@ PPI_API ssize_t pp_reserve(struct pp_end *out, struct iovec *iov, int max, size_
 	}
 	rv->pages = got;
 	rv->bytes = ppi_resv_iov(&c, rv->page, got, len, iov);
-	rv->holder = out->shm ? out->shm->holder : 0;
+	rv->holder = out->shm ? out->shm->m->holder : 0;
 	atomic_store(&rv->state, PPI_RESV_HELD);
 	return (ssize_t)got;
 }

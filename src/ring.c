@@ -451,7 +451,9 @@ static void spans_put(struct ppi_call *c, const struct span *sp, unsigned n)
  * of (copied under the lock, since the rest stays in the ring).  Then it
  * drops the lock, wakes a writer if it freed room in a full pipe, and
  * copies the taken buffers out.  A shared ring's taken pages are marked
- * held by us first, so that they come back if we die while copying.
+ * held by us first, so that they come back if we die while copying; a
+ * page that buffers of other pipes of its memory also name is copied under
+ * the lock instead, like a part (ppi_call_page_shared).
  */
 ssize_t ppi_ring_read(struct ppi_ring *r, struct ppi_shm *shm, int fl, struct ppi_iter *it)
 {
@@ -491,7 +493,8 @@ ssize_t ppi_ring_read(struct ppi_ring *r, struct ppi_shm *shm, int fl, struct pp
 			size_t chars = min_size(b.len, want);
 			bool packet = b.flags & PPI_BUF_PACKET;
 			stop = packet || chars == want;
-			if ((chars == b.len || packet) && ntaken < BATCH_MAX) {
+			if ((chars == b.len || packet) && ntaken < BATCH_MAX &&
+			    !ppi_call_page_shared(&c, b.page)) {
 				taken[ntaken++] = (struct span){ b.page, b.offset, (uint32_t)chars, b.flags };
 				if (c.shm)
 					ppi_shm_pages_mark(c.shm, &b.page, 1, PPI_PAGE_HELD);
@@ -627,7 +630,7 @@ static int ring_move(struct ppi_call *c, uint32_t pages)
 		uint32_t order = 0;
 		while ((1u << order) < pages)
 			order++;
-		geom = (((LOAD(v->hdr->geom) >> 8) & 1) ^ 1) << 8 | order;
+		geom = (((LOAD(v->rx->geom) >> 8) & 1) ^ 1) << 8 | order;
 		nb = ppi_shm_slots(v, geom >> 8);
 	} else if (!(nb = calloc(pages, sizeof *nb))) {
 		return ENOMEM;
@@ -635,10 +638,10 @@ static int ring_move(struct ppi_call *c, uint32_t pages)
 	for (uint32_t i = tail; i != head; i++)
 		nb[i & (pages - 1)] = c->bufs[i & c->mask];
 	if (v) {
-		atomic_store_explicit(&v->hdr->geom, geom, memory_order_release);
+		atomic_store_explicit(&v->rx->geom, geom, memory_order_release);
 		/* The old area's memory goes back (the ctl memfd is sparse). */
-		size_t off = PPI_SHM_SLOTS_OFF + (((geom >> 8) & 1) ^ 1) * PPI_SHM_SLOTS_SIZE;
-		fallocate(v->ctl_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+		size_t off = ppi_shm_slots_off(v->ri, ((geom >> 8) & 1) ^ 1);
+		fallocate(v->m->ctl_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
 		          (off_t)PPI_SHM_SLOTS_SIZE);
 	} else {
 		free(c->bufs);

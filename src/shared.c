@@ -45,6 +45,36 @@ int ppi_shm_pipe(struct pp_end *ends[2], int fl)
 	return 0;
 }
 
+/* pp_pipe_in: the ends are allocated first, so that nothing fails after
+ * the pipe exists. */
+int ppi_shm_pipe_in(struct pp_end *ends[2], int fl, struct pp_end *member)
+{
+	struct pp_end *e[2];
+	e[0] = ppi_end_new(NULL, PPI_READ, NULL, 0);
+	e[1] = e[0] ? ppi_end_new(NULL, PPI_WRITE, NULL, 0) : NULL;
+	if (!e[1]) {
+		free(e[0]);
+		errno = ENOMEM;
+		return -1;
+	}
+	struct ppi_shm *v;
+	uint32_t desc[2];
+	int err = ppi_shm_pipe_in_mem(member->shm, fl, &v, desc);
+	if (err) {
+		free(e[0]);
+		free(e[1]);
+		errno = err;
+		return -1;
+	}
+	for (int s = 0; s < 2; s++) {
+		e[s]->ring = v->ring;
+		e[s]->shm = v;
+		e[s]->desc = desc[s];
+		ends[s] = e[s];
+	}
+	return 0;
+}
+
 struct pp_end *ppi_shm_dup(struct pp_end *end)
 {
 	struct ppi_shm *v = end->shm;
@@ -56,7 +86,7 @@ struct pp_end *ppi_shm_dup(struct pp_end *end)
 	int err = ppi_shm_lock(v);
 	if (!err) {
 		unsigned closed;
-		bool gone;
+		int gone;
 		/* The caller's handle keeps the side open while we add one. */
 		ppi_shm_handles(v, end->desc, end->side, 1, &closed, &gone);
 		ppi_shm_unlock(v);
@@ -79,7 +109,7 @@ int ppi_shm_close(struct pp_end *end)
 	int side = end->side;
 	struct ppi_call c;
 	unsigned closed = 0;
-	bool gone = false;
+	int gone = 0;
 	int err = ppi_call_lock(&c, v->ring, v, false);
 	if (!err) {
 		ppi_shm_handles(v, end->desc, side, -1, &closed, &gone);
@@ -97,10 +127,12 @@ int ppi_shm_close(struct pp_end *end)
 		/* Still counted in our record, which nobody reaps while we
 		 * live: our next lock counts it out. */
 		ppi_shm_unclosed_add(v, end->desc);
-		pthread_mutex_lock(&v->mu);
+		pthread_mutex_lock(&v->m->mu);
 		v->handles[side]--;
 		gone = !v->handles[PPI_READ] && !v->handles[PPI_WRITE];
-		pthread_mutex_unlock(&v->mu);
+		pthread_mutex_unlock(&v->m->mu);
+		/* (the holder record stays ours: the memory goes only when no
+		 * pipe of it is held, and then with its liveness lock) */
 	}
 	ppi_shm_after_close(v, side, gone);
 	ppi_end_retire(end);
@@ -142,6 +174,17 @@ PPI_API int pp_shared_stats(struct pp_end *end, struct pp_shared_stats *st)
  * time. */
 static bool keep_private;
 
+/* One of the process's pipes of memory m, to reach the memory through
+ * (views lock held; m->mu is not needed: pipes come and go under the
+ * views lock). */
+static struct ppi_shm *mem_any_pipe(struct ppi_shm_mem *m)
+{
+	for (uint32_t ri = 0; ri < PPI_SHM_RINGS; ri++)
+		if (m->pipe[ri])
+			return m->pipe[ri];
+	return NULL;
+}
+
 static void fork_prepare(void)
 {
 	const char *keep = getenv("PP_DEBUG_FORK_KEEPS_PRIVATE");
@@ -149,18 +192,19 @@ static void fork_prepare(void)
 	if (!keep_private)
 		ppi_fork_locks(true);
 	ppi_shm_views_lock();
-	for (struct ppi_shm *v = ppi_shm_views(); v; v = v->next) {
-		v->child_fd = -1;
-		if (v->dead || ppi_shm_lock(v))
+	for (struct ppi_shm_mem *m = ppi_shm_mems(); m; m = m->next) {
+		m->child_fd = -1;
+		struct ppi_shm *v = mem_any_pipe(m);
+		if (!v || m->dead || ppi_shm_lock(v))
 			continue;
-		if (LOAD(v->unclosed))
+		if (LOAD(v->m->unclosed))
 			ppi_shm_unclosed_put(v); /* the child must not copy them */
-		int fd = ppi_shm_reopen(v->ctl_fd, O_RDWR);
+		int fd = ppi_shm_reopen(v->m->ctl_fd, O_RDWR);
 		int h = fd < 0 ? -1 : ppi_shm_holder_new(v, fd, PPI_HOLDER_PROC);
 		if (h >= 0) {
-			ppi_shm_holder_copy(v, v->holder, (uint32_t)h);
-			v->child_fd = fd;
-			v->child_holder = (uint32_t)h;
+			ppi_shm_holder_copy(v, v->m->holder, (uint32_t)h);
+			v->m->child_fd = fd;
+			v->m->child_holder = (uint32_t)h;
 		} else if (fd >= 0) {
 			close(fd);
 		}
@@ -170,10 +214,10 @@ static void fork_prepare(void)
 
 static void fork_parent(void)
 {
-	for (struct ppi_shm *v = ppi_shm_views(); v; v = v->next)
-		if (v->child_fd >= 0) {
-			close(v->child_fd); /* the child holds the lock now, or nobody */
-			v->child_fd = -1;
+	for (struct ppi_shm_mem *m = ppi_shm_mems(); m; m = m->next)
+		if (m->child_fd >= 0) {
+			close(m->child_fd); /* the child holds the lock now, or nobody */
+			m->child_fd = -1;
 		}
 	ppi_shm_views_unlock();
 	if (!keep_private)
@@ -184,20 +228,24 @@ static void fork_child(void)
 {
 	if (!keep_private)
 		atomic_fetch_add_explicit(&ppi_fork_gen, 1, RELAXED);
-	for (struct ppi_shm *v = ppi_shm_views(); v; v = v->next) {
-		pthread_mutex_init(&v->mu, NULL); /* another thread may have held it */
-		if (v->child_fd < 0) {
-			v->dead = true; /* no record for us: every call fails EIO */
+	for (struct ppi_shm_mem *m = ppi_shm_mems(); m; m = m->next) {
+		pthread_mutex_init(&m->mu, NULL); /* another thread may have held it */
+		struct ppi_shm *v = mem_any_pipe(m);
+		if (m->child_fd < 0 || !v) {
+			m->dead = true; /* no record for us: every call fails EIO */
 			continue;
 		}
-		close(v->ctl_fd); /* the parent's description: its lock stays the parent's */
-		v->ctl_fd = v->child_fd;
-		v->holder = v->child_holder;
-		v->child_fd = -1;
+		close(m->ctl_fd); /* the parent's description: its lock stays the parent's */
+		m->ctl_fd = m->child_fd;
+		m->holder = m->child_holder;
+		m->child_fd = -1;
 		/* The parent's lost sleepers are its own to count out. */
-		atomic_store_explicit(&v->unslept[0], 0, RELAXED);
-		atomic_store_explicit(&v->unslept[1], 0, RELAXED);
-		atomic_store_explicit(&ppi_shm_holders(v)[v->holder].pid, (uint32_t)getpid(), RELAXED);
+		for (uint32_t ri = 0; ri < PPI_SHM_RINGS; ri++)
+			if (m->pipe[ri]) {
+				atomic_store_explicit(&m->pipe[ri]->unslept[0], 0, RELAXED);
+				atomic_store_explicit(&m->pipe[ri]->unslept[1], 0, RELAXED);
+			}
+		atomic_store_explicit(&ppi_shm_holders(v)[m->holder].pid, (uint32_t)getpid(), RELAXED);
 	}
 	ppi_shm_views_unlock();
 	if (!keep_private)

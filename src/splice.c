@@ -34,18 +34,21 @@
 /* A transfer: every ring it touches, each with its call. */
 struct xfer {
 	int n;                             /* outputs */
-	bool copy;                         /* a shared ring takes part: copy bytes */
+	bool copy;                         /* rings in different memory: copy bytes */
 	int in_fl, out_fl[FANOUT_MAX];     /* the ends' status flags */
 	struct ppi_call cin;               /* what the call does to `in` */
 	struct ppi_call couts[FANOUT_MAX]; /* ... and to each output */
 	struct ppi_call *order[FANOUT_MAX + 1]; /* every call, in locking order */
+	bool follows[FANOUT_MAX + 1];      /* order[i] is under order[i - 1]'s lock */
 };
 
 /*
  * The order rings are locked in.  Private rings by address (a process's
  * own); then shared rings by the identity of their memory, which every
  * process sees alike, so that two processes moving data between the same
- * two shared pipes in opposite directions cannot deadlock.
+ * two shared pipes in opposite directions cannot deadlock.  Pipes of one
+ * memory (pp_pipe_in) share its lock: they come together in the order,
+ * by ring, and the lock is taken once for all of them.
  */
 static int lock_order(const void *a, const void *b)
 {
@@ -53,25 +56,37 @@ static int lock_order(const void *a, const void *b)
 	const struct ppi_call *y = *(struct ppi_call *const *)b;
 	if (!x->shm != !y->shm)
 		return x->shm ? 1 : -1;
-	uintptr_t kx = x->shm ? (uintptr_t)x->shm->ino : (uintptr_t)x->r;
-	uintptr_t ky = y->shm ? (uintptr_t)y->shm->ino : (uintptr_t)y->r;
+	uintptr_t kx = x->shm ? (uintptr_t)x->shm->m->ino : (uintptr_t)x->r;
+	uintptr_t ky = y->shm ? (uintptr_t)y->shm->m->ino : (uintptr_t)y->r;
 	if (kx == ky && x->shm)
-		kx = (uintptr_t)x->shm->dev, ky = (uintptr_t)y->shm->dev;
+		kx = (uintptr_t)x->shm->m->dev, ky = (uintptr_t)y->shm->m->dev;
+	if (kx == ky && x->shm)
+		kx = x->shm->ri, ky = y->shm->ri;
 	return kx < ky ? -1 : kx > ky;
 }
 
+/* Do calls a and b take the same lock (pipes of one shared memory)? */
+static bool same_lock(const struct ppi_call *a, const struct ppi_call *b)
+{
+	return a == b || (a->shm && b->shm && a->shm->m == b->shm->m);
+}
+
+/* Drop the locks of order[0..upto), but the one `keep` is under. */
 static void unlock_all_but(struct xfer *x, int upto, struct ppi_call *keep)
 {
 	for (int i = upto - 1; i >= 0; i--)
-		if (x->order[i] != keep)
+		if (!x->follows[i] && !(keep && same_lock(x->order[i], keep)))
 			ppi_call_drop(x->order[i]);
 }
 
-/* Lock every ring: 0, or EIO with none held. */
+/* Lock every ring: 0, or EIO with none held.  A ring under a lock taken
+ * already gets its slot array checked and looked up, as a lock would. */
 static int lock_all(struct xfer *x)
 {
 	for (int i = 0; i < x->n + 1; i++) {
-		int err = ppi_call_relock(x->order[i]);
+		struct ppi_call *c = x->order[i];
+		int err = x->follows[i] ? ppi_shm_ring_check(c->shm, &c->bufs, &c->mask)
+		                        : ppi_call_relock(c);
 		if (err) {
 			unlock_all_but(x, i, NULL);
 			return err;
@@ -99,7 +114,6 @@ static int xfer_init(struct xfer *x, struct pp_end *in, struct pp_end *const out
 	x->in_fl = ppi_end_flags(in);
 	ppi_call_start(&x->cin, r, in->shm, consume);
 	x->order[0] = &x->cin;
-	x->copy = in->shm != NULL;
 	for (int i = 0; i < n; i++) {
 		struct ppi_ring *o = ppi_end_ring_side(outs[i], PPI_WRITE);
 		if (!o)
@@ -107,14 +121,21 @@ static int xfer_init(struct xfer *x, struct pp_end *in, struct pp_end *const out
 		ppi_call_start(&x->couts[i], o, outs[i]->shm, false);
 		x->out_fl[i] = ppi_end_flags(outs[i]);
 		x->order[i + 1] = &x->couts[i];
-		x->copy |= outs[i]->shm != NULL;
 	}
 	qsort(x->order, (size_t)n + 1, sizeof x->order[0], lock_order);
-	for (int i = 1; i < n + 1; i++)
-		if (x->order[i]->r == x->order[i - 1]->r) {
+	/* Buffers move by reference between private pipes, and between
+	 * pipes of one shared memory; anything else is copied. */
+	x->copy = false;
+	x->follows[0] = false;
+	for (int i = 1; i < n + 1; i++) {
+		struct ppi_call *a = x->order[i - 1], *b = x->order[i];
+		if (b->r == a->r) {
 			errno = EINVAL; /* the same pipe twice, as splice(2) says */
 			return -1;
 		}
+		x->follows[i] = a->shm && same_lock(a, b);
+		x->copy |= (a->shm || b->shm) && !x->follows[i];
+	}
 	return 0;
 }
 
@@ -192,7 +213,7 @@ static size_t xfer_buffers(struct xfer *x, size_t len, uint32_t room, bool consu
 			}
 		} else {
 			if (more)
-				ppi_buf_ops_of(b.flags)->get(b.page, more);
+				ppi_call_get(ci, b.flags, b.page, more);
 			struct ppi_buf nb = b;
 			nb.len = (uint32_t)take;
 			if (more)
@@ -367,17 +388,17 @@ PPI_API ssize_t pp_fanout(struct pp_end *in, struct pp_end *const outs[], int n,
  */
 static int peek_unlocked(struct ppi_shm *v, struct iovec *iov, int max)
 {
-	if (v->dead || LOAD(v->hdr->broken))
+	if (v->m->dead || LOAD(v->hdr->broken))
 		return 0;
 	uint32_t mask;
-	struct ppi_buf *bufs = ppi_shm_geom_slots(v, LOAD(v->hdr->geom), &mask);
+	struct ppi_buf *bufs = ppi_shm_geom_slots(v, LOAD(v->rx->geom), &mask);
 	if (!bufs)
 		return 0;
 	uint32_t tail = LOAD(v->ring->tail);
 	uint32_t head = atomic_load_explicit(&v->ring->head, memory_order_acquire);
 	if (head - tail - 1 > mask)
 		return 0; /* empty, or not a ring we can walk */
-	uint32_t mapped = atomic_load_explicit(&v->mapped, memory_order_acquire);
+	uint32_t mapped = atomic_load_explicit(&v->m->mapped, memory_order_acquire);
 	int n = 0;
 	for (uint32_t i = tail; i != head && n < max; i++, n++) {
 		struct ppi_buf *slot = &bufs[i & mask];

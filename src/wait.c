@@ -95,9 +95,9 @@ int ppi_call_lock_shared(struct ppi_call *c)
 		ppi_shm_unlock(v);
 		return err;
 	}
-	if (unlikely(LOAD(v->deferred)))
+	if (unlikely(LOAD(v->m->deferred)))
 		ppi_shm_deferred_put(v);
-	if (unlikely(LOAD(v->unclosed)))
+	if (unlikely(LOAD(v->m->unclosed)))
 		ppi_shm_unclosed_put(v);
 	if (unlikely(LOAD(v->unslept[PPI_READ]) | LOAD(v->unslept[PPI_WRITE])))
 		ppi_shm_unslept_put(v);
@@ -131,8 +131,8 @@ bool ppi_call_side_gone_now(struct ppi_call *c, int side)
 /* pp_fd's descriptors of a shared ring. */
 void ppi_call_settle_shared(struct ppi_call *c)
 {
-	struct ppi_shm_hdr *hdr = c->shm->hdr;
-	if (unlikely(LOAD(hdr->fd_used[PPI_READ]) | LOAD(hdr->fd_used[PPI_WRITE])))
+	struct ppi_shm_rx *rx = c->shm->rx;
+	if (unlikely(LOAD(rx->fd_used[PPI_READ]) | LOAD(rx->fd_used[PPI_WRITE])))
 		ppi_shm_token_update(c->shm, c->added);
 }
 
@@ -149,9 +149,10 @@ void ppi_call_put_slow(struct ppi_call *c, uint32_t flags, const uint32_t *pages
 static void shared_sleepers(struct ppi_call *c, int side, int n)
 {
 	struct ppi_shm *v = c->shm;
-	struct ppi_shm_holder *ho = &ppi_shm_holders(v)[v->holder];
+	struct ppi_shm_holder *ho = &ppi_shm_holders(v)[v->m->holder];
 	c->r->sleepers[side] += (uint32_t)n;
-	atomic_store_explicit(&ho->sleepers[side], LOAD(ho->sleepers[side]) + (uint32_t)n, RELAXED);
+	_Atomic uint32_t *mine = &ho->sleepers[v->ri][side];
+	atomic_store_explicit(mine, LOAD(*mine) + (uint32_t)n, RELAXED);
 }
 
 /*

@@ -233,7 +233,7 @@ static void dump(struct ctl_view *cv)
 			fprintf(stderr, "  holder %u: state %u pid %u handles %u %u sleepers %u %u\n", h,
 			        atomic_load(&hs[h].state), atomic_load(&hs[h].pid),
 			        atomic_load(&hs[h].handles[0]), atomic_load(&hs[h].handles[1]),
-			        atomic_load(&hs[h].sleepers[0]), atomic_load(&hs[h].sleepers[1]));
+			        atomic_load(&hs[h].sleepers[0][0]), atomic_load(&hs[h].sleepers[0][1]));
 }
 
 /* Wait (bounded) until pid has stopped. */
@@ -453,12 +453,12 @@ static void sleeper_counted_out_after_eio(void)
 	CHECK(pid > 0);
 	char c;
 	CHECK_ERR(pp_read(e[0], &c, 1), EIO);
-	struct ppi_shm_holder *ho = &ppi_shm_holders(v)[v->holder];
+	struct ppi_shm_holder *ho = &ppi_shm_holders(v)[v->m->holder];
 	kill(pid, SIGCONT);
 	CHECK(cr_reap_ok(pid, 10));
 	CHECK_EQ(pp_write(e[1], "x", 1), 1); /* the next lock counts it out */
 	CHECK_EQ(v->ring->sleepers[PPI_READ], 0u);
-	CHECK_EQ(atomic_load(&ho->sleepers[PPI_READ]), 0u);
+	CHECK_EQ(atomic_load(&ho->sleepers[0][PPI_READ]), 0u);
 	CHECK_EQ(pp_read(e[0], &c, 1), 1);
 	CHECK_EQ(c, 'x');
 	pp_close(e[0]);

@@ -85,7 +85,7 @@ static struct pp_end *ro_reader_only(struct pp_end *ends[2], int xfd)
 	pp_close(ends[0]);
 	pp_close(ends[1]);
 	ro_r = pp_import(xfd);
-	if (!ro_r || !ro_r->shm || ro_r->shm->data_rw)
+	if (!ro_r || !ro_r->shm || ro_r->shm->m->data_rw)
 		return NULL;
 	return ro_r;
 }
@@ -150,11 +150,11 @@ static int ro_store(void *p)
 		return 3;
 	if (mprotect(page, PP_PAGE_SIZE, PROT_READ | PROT_WRITE) == 0 || errno != EACCES)
 		return 4;
-	void *m = mmap(NULL, PP_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, r->shm->data_fd,
+	void *m = mmap(NULL, PP_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, r->shm->m->data_fd,
 	               PP_PAGE_SIZE);
 	if (m != MAP_FAILED || errno != EACCES)
 		return 5;
-	if (pwrite(r->shm->data_fd, "X", 1, PP_PAGE_SIZE) != -1 || errno != EBADF)
+	if (pwrite(r->shm->m->data_fd, "X", 1, PP_PAGE_SIZE) != -1 || errno != EBADF)
 		return 6;
 	struct sigaction sa = { .sa_handler = ro_segv };
 	sigaction(SIGSEGV, &sa, NULL);
@@ -186,7 +186,7 @@ static int ro_reopen(void *p)
 	struct pp_end *r = ro_reader_only(a->ends, a->xfd);
 	if (!r)
 		return 1;
-	int fd = r->shm->data_fd;
+	int fd = r->shm->m->data_fd;
 	bool root = geteuid() == 0;
 	/* Root passes every mode check: be a reader of another user. */
 	if (root && (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0 ||
@@ -233,7 +233,7 @@ static void data_memfd_not_reopened_writable(void)
 /* The slot at tail, in the area in use. */
 static struct ppi_buf *ro_tail_slot(struct pp_end *r)
 {
-	uint32_t geom = atomic_load_explicit(&r->shm->hdr->geom, memory_order_relaxed);
+	uint32_t geom = atomic_load_explicit(&r->shm->rx->geom, memory_order_relaxed);
 	uint32_t tail = atomic_load_explicit(&r->shm->ring->tail, memory_order_relaxed);
 	return ppi_shm_slots(r->shm, geom >> 8) + (tail & ((1u << (geom & 0xff)) - 1));
 }
@@ -252,7 +252,6 @@ static int ro_corrupt(void *p)
 	if (!r)
 		return 1;
 	struct ppi_buf *b = ro_tail_slot(r);
-	struct ppi_shm_hdr *hdr = r->shm->hdr;
 	switch (a->what) {
 	case RO_PAGE_PAST: __atomic_store_n(&b->page, 100000u, __ATOMIC_RELAXED); break;
 	case RO_PAGE_ZERO: __atomic_store_n(&b->page, 0u, __ATOMIC_RELAXED); break;
@@ -260,7 +259,7 @@ static int ro_corrupt(void *p)
 	case RO_OFFSET_PAST:
 		__atomic_store_n(&b->span, (uint64_t)PP_PAGE_SIZE << 32 | 1u, __ATOMIC_RELAXED);
 		break;
-	case RO_GEOM: atomic_store(&hdr->geom, 0x3ffu); break;
+	case RO_GEOM: atomic_store(&r->shm->rx->geom, 0x3ffu); break;
 	case RO_HEAD: atomic_fetch_add(&r->shm->ring->head, 1000u); break;
 	default: atomic_store(&r->shm->ring->max_usage, 0u); break;
 	}
@@ -412,14 +411,14 @@ static int ro_race(void *p)
 	double end = t_now() + a->secs;
 	while (t_now() < end)
 		for (int k = 0; k < 1000; k++) {
-			uint32_t geom = atomic_load(&hdr->geom);
+			uint32_t geom = atomic_load(&r->shm->rx->geom);
 			struct ppi_buf *b = ppi_shm_slots(r->shm, geom >> 8);
 			for (uint32_t i = 0; i < 16; i++) {
 				__atomic_store_n(&b[i].page, 1u, __ATOMIC_RELAXED);
 				__atomic_store_n(&b[i].flags, 0u, __ATOMIC_RELAXED);
 				__atomic_store_n(&b[i].span, 0u, __ATOMIC_RELAXED);
 			}
-			atomic_store(&hdr->geom, 4u);
+			atomic_store(&r->shm->rx->geom, 4u);
 			atomic_store(&hdr->broken, 0u);
 			uint32_t tail = atomic_load(&ring->tail);
 			atomic_store(&ring->head, tail + (k & 1 ? 0x40000000u : 1u));

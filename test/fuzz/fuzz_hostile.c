@@ -149,11 +149,12 @@ static uint64_t hf_now(void)
 /* Offsets of the words a peer would aim at, from the layout in shm.h. */
 #define HF_HDR(f) offsetof(struct ppi_shm_hdr, f)
 #define HF_RING(f) (PPI_SHM_RING_OFF + offsetof(struct ppi_ring, f))
+#define HF_RX(f) (PPI_SHM_RING_OFF + offsetof(struct ppi_shm_rblock, x) + offsetof(struct ppi_shm_rx, f))
 static const size_t hf_hdr_words[] = {
 	HF_HDR(lock),         HF_HDR(data_pages), HF_HDR(idle_head),   HF_HDR(idle_count),
-	HF_HDR(free_head),    HF_HDR(fd_used),    HF_HDR(fd_used) + 4, HF_HDR(fd_ready),
-	HF_HDR(fd_ready) + 4, HF_HDR(geom),       HF_HDR(broken),      HF_HDR(magic),
-	HF_HDR(reaped_ns),
+	HF_HDR(free_head),    HF_RX(fd_used),     HF_RX(fd_used) + 4,  HF_RX(fd_ready),
+	HF_RX(fd_ready) + 4,  HF_RX(geom),        HF_HDR(broken),      HF_HDR(magic),
+	HF_HDR(reaped_ns),    HF_RX(used),
 };
 static const size_t hf_ring_words[] = {
 	HF_RING(bytes),      HF_RING(head),        HF_RING(tail),        HF_RING(max_usage),
@@ -208,15 +209,15 @@ static size_t hf_target(unsigned char *ctl, unsigned r, unsigned i, unsigned f)
 		       (i % 64) * sizeof(struct ppi_buf) + (f % 4) * 4;
 	case 3: /* a page: owner, next */
 		return PPI_SHM_PAGES_OFF + (i % 160) * sizeof(struct ppi_shm_page) + (f % 2) * 4;
-	case 4: /* a description: holders, side, flags */
-		return PPI_SHM_DESCS_OFF + (i % 4) * sizeof(struct ppi_shm_desc) + (f % 3) * 4;
+	case 4: /* a description: holders, side, flags, ring */
+		return PPI_SHM_DESCS_OFF + (i % 4) * sizeof(struct ppi_shm_desc) + (f % 4) * 4;
 	case 5: /* a holder: state, pid, sleepers, reserved, handles[0..3] */
 		return PPI_SHM_HOLDERS_OFF + (i % 4) * sizeof(struct ppi_shm_holder) +
 		       (f % 6 < 5 ? (f % 6) * 4 : offsetof(struct ppi_shm_holder, handles) + (f / 6 % 4) * 4);
 	case 6: /* anywhere in the header, ring and descriptions */
 		return ((size_t)i << 8 | f) % PPI_SHM_HOLDERS_OFF;
 	default: { /* a slot of the area in use, near tail or head */
-		uint32_t geom = hf_load(ctl, HF_HDR(geom));
+		uint32_t geom = hf_load(ctl, HF_RX(geom));
 		uint32_t at = hf_load(ctl, i & 1 ? HF_RING(head) : HF_RING(tail)) + (i >> 1) % 8 - 4;
 		uint32_t mask = (1u << (geom & 0xff & 15)) - 1;
 		return PPI_SHM_SLOTS_OFF + ((geom >> 8) & 1) * PPI_SHM_SLOTS_SIZE +
@@ -473,7 +474,7 @@ static void hf_peek(struct hf *f)
 	for (ssize_t i = 0; i < ret; i++) {
 		unsigned char *b = iov[i].iov_base;
 		size_t len = iov[i].iov_len;
-		size_t mapped = LOAD(f->shm->mapped);
+		size_t mapped = LOAD(f->shm->m->mapped);
 		FUZZ_CHECK(&f->rep,
 		           len <= PP_PAGE_SIZE && b >= f->data + PP_PAGE_SIZE &&
 		               b + len <= f->data + mapped * PP_PAGE_SIZE,
@@ -728,7 +729,7 @@ static void hf_reserve(struct hf *f)
 	}
 	if (ret <= 0)
 		return;
-	size_t mapped = LOAD(f->shm->mapped), at = 0;
+	size_t mapped = LOAD(f->shm->m->mapped), at = 0;
 	for (ssize_t i = 0; i < ret; i++) {
 		unsigned char *b = iov[i].iov_base;
 		size_t want = len - at < PP_PAGE_SIZE ? len - at : PP_PAGE_SIZE;
