@@ -414,6 +414,7 @@ struct span {
 	uint32_t offset;
 	uint32_t len;   /* bytes the reader takes; the reference is dropped after */
 	uint32_t flags; /* the buffer's, for its kind */
+	size_t dst;     /* where they go: bytes from the start of the read */
 };
 
 /* Drop the references of taken buffers, a run of one kind at a time so the
@@ -461,6 +462,7 @@ ssize_t ppi_ring_read(struct ppi_ring *r, struct ppi_shm *shm, int fl, struct pp
 	unsigned ntaken = 0;
 	size_t planned = 0; /* bytes this read returns so far */
 	struct ppi_iter at;  /* where bytes copied under the lock go */
+	size_t at_pos = 0;   /* ... as bytes from the start of the read */
 	bool at_ready = false;
 	struct ppi_call c;
 	int err = 0;
@@ -495,7 +497,8 @@ ssize_t ppi_ring_read(struct ppi_ring *r, struct ppi_shm *shm, int fl, struct pp
 			stop = packet || chars == want;
 			if ((chars == b.len || packet) && ntaken < BATCH_MAX &&
 			    !ppi_call_page_shared(&c, b.page)) {
-				taken[ntaken++] = (struct span){ b.page, b.offset, (uint32_t)chars, b.flags };
+				taken[ntaken++] =
+					(struct span){ b.page, b.offset, (uint32_t)chars, b.flags, planned };
 				if (c.shm)
 					ppi_shm_pages_mark(c.shm, &b.page, 1, PPI_PAGE_HELD);
 				b.len = 0;
@@ -503,10 +506,13 @@ ssize_t ppi_ring_read(struct ppi_ring *r, struct ppi_shm *shm, int fl, struct pp
 			} else {
 				if (!at_ready) {
 					at = *it;
-					iter_skip(&at, planned);
 					at_ready = true;
 				}
+				/* Past the buffers taken meanwhile (a shared page
+				 * copied here may come between two of them). */
+				iter_skip(&at, planned - at_pos);
 				iter_to(&at, ppi_call_addr(&c, b.page) + b.offset, chars);
+				at_pos = planned + chars;
 				b.offset += (uint32_t)chars;
 				b.len -= (uint32_t)chars;
 				if (packet)
@@ -535,8 +541,12 @@ ssize_t ppi_ring_read(struct ppi_ring *r, struct ppi_shm *shm, int fl, struct pp
 			break; /* nothing was read */
 	}
 	ppi_call_unlock(&c);
-	for (unsigned i = 0; i < ntaken; i++)
+	size_t pos = 0;
+	for (unsigned i = 0; i < ntaken; i++) {
+		iter_skip(it, taken[i].dst - pos); /* what was copied under the lock */
 		iter_to(it, ppi_call_addr(&c, taken[i].page) + taken[i].offset, taken[i].len);
+		pos = taken[i].dst + taken[i].len;
+	}
 	spans_put(&c, taken, ntaken);
 	if (err == EIO && planned)
 		err = 0; /* what was read is returned; the next call fails */
