@@ -1,14 +1,14 @@
 /*
  * shared.c - the public calls of pipes between processes: making a shared
- * pipe and its handles (pp_pipe with PP_SHARED, dup, close), what a fork
- * does to a process's pipes, and pp_shared_stats.  The memory, lock and
- * liveness underneath are shm.c's; export, import and named pipes are
- * export.c's.
+ * pipe and its handles (pp_pipe with PP_SHARED, pp_pipe_in, dup, close),
+ * what a fork does to a process's pipes, and pp_shared_stats.  The memory,
+ * lock and liveness underneath are shm.c's; export, import and named pipes
+ * are export.c's.
  *
- * Fork.  A pthread_atfork prepare handler gives each shared pipe the
- * process holds a holder record for the child, with the parent's handle
- * counts (added to the ring's), and read-locks its byte on a new
- * description of the ctl memfd.  The child takes that description as its
+ * Fork.  A pthread_atfork prepare handler gives each shared memory the
+ * process holds (one or more of its pipes) a holder record for the child,
+ * with the parent's handle counts (added to the rings'), and read-locks
+ * its byte on a new description of the ctl memfd.  The child takes that description as its
  * own and closes its copy of the parent's; the parent closes its copy of
  * the child's (if the fork failed, that drops the lock, and the next reap
  * undoes the record).  Everything else the child needs it inherits: the

@@ -1,7 +1,9 @@
 /*
- * shm.c - a shared pipe's memory: making it, mapping it in a process,
- * its lock, its pages, its holders and their liveness, and the token
- * pipes behind pp_fd (docs/design.md section 13).
+ * shm.c - a shared memory and its pipes: making them (pp_pipe with
+ * PP_SHARED, pp_pipe_in), mapping them in a process, the memory's lock,
+ * its pages and their reference counts, its holders and their liveness,
+ * retiring a pipe, and the token pipes behind pp_fd (docs/design.md
+ * sections 13 and 14).
  *
  * The ring code runs unchanged on a shared ring; it comes here through its
  * struct ppi_call for what differs: the lock, the pages, the checks of
