@@ -96,6 +96,23 @@
  *     disk); each variant is timed from the first fork to the last exit,
  *     so process start-up (fork, exec, loading) is in every figure.
  *
+ *   fan-out to 4 reader processes (issue 15): a distributor process writes
+ *     the stream in 64 KiB writes into a PP_SHARED pipe and pp_fanout's each
+ *     block to N pipes made by pp_pipe_in in the same memory (by reference:
+ *     no byte copied), each read in place by a reader process of its own;
+ *     N = 1, 2 and 4, every reader getting the same bytes.  Target: fan-out
+ *     to 4 takes <= 1.5x the time of fan-out to 1, with default (64 KiB)
+ *     outputs and with 1 MiB ones; and the pages in use (pp_shared_stats,
+ *     sampled by the distributor) are one copy: at most one output's
+ *     capacity after a fan-out, however many outputs hold the block.  For
+ *     context, the same distributor writing straight to one reader, and
+ *     fan-out to 4 ordinary PP_SHARED pipes in memories of their own (pp_pipe:
+ *     the fan-out copies each block four times); per row the CPUs busy (ours
+ *     and the rest of the machine's), the distributor's and a reader's CPU
+ *     per block; and caps: the distributor and a reader, each alone, and
+ *     from them the least time fan-out to 4 could take on this machine's
+ *     CPUs (N + 1 processes oversubscribe 2 CPUs).  See fanout_case.
+ *
  * Data is checked, not assumed.  The stream's byte at position p is p % 251;
  * every reader (and the file case's last bench_procs --cat) checks the first
  * and last byte of each read (each segment, for pp_peek) against its
@@ -110,7 +127,7 @@
  *   -q       quick mode (1/16 of the work, 3 repetitions): a smoke run
  *   -r REPS  repetitions per measurement (default 5)
  *   -c CASE  only the cases whose name contains CASE ("64 KiB", "1 B",
- *            "ping", "file")
+ *            "ping", "fan-out", "file")
  *   PP_BENCH_SCALE=F in the environment multiplies every amount by F;
  *   PP_BENCH_READS=1 prints, per stream run, the reads and bytes per read
  *   the reader made (how well a reader of small writes gathers).
@@ -912,6 +929,525 @@ static double run_alone(int variant, const void *ctx)
 	return (double)cr->amount / spent;
 }
 
+/* ---- fan-out to reader processes (issue 15) ----------------------------- */
+
+/*
+ * A distributor process writes the stream in 64 KiB writes into a source
+ * PP_SHARED pipe (64 KiB) and, after each write, pp_fanout's the block to N
+ * output pipes, each read by a reader process of its own: pp_peek, the
+ * sampled check where the bytes lie (first and last byte of each segment,
+ * one segment in 16 in full), pp_consume, so that a reader's own work on
+ * the bytes is as small as a checked reader's can be and what the run times
+ * is the distribution.  Every reader gets the whole stream, the same byte
+ * count whatever N; the rate is one reader's bytes over the time from the
+ * distributor's start to the last reader's end of file.  The outputs are
+ * made by pp_pipe_in in the source's memory (the fan-out moves page
+ * references: no byte copied), or, for comparison, by pp_pipe, each in a
+ * memory of its own (the fan-out copies every block into each).  "no
+ * fan-out" is the same distributor writing straight into the one reader's
+ * pipe: what the hop through the source costs.  With 64 KiB outputs a
+ * block fills an output, so the next fan-out waits until every reader has
+ * taken all of it (the distributor runs in lockstep with the slowest
+ * reader); with 1 MiB outputs the readers may lag 16 blocks behind.
+ *
+ * Pages in use: every 32nd block the distributor samples pp_shared_stats
+ * (pages_in_ring + pages_held, summed over the memories where the outputs
+ * have their own) after the write (the source full) and after the block's
+ * fan-out (the source empty again: the pages are the outputs', not yet
+ * read), and keeps the peaks.  Not every block: a pp_shared_stats takes the
+ * memory's lock and walks its page table: about 2 us here, as much as a
+ * block's write and fan-out together (sampled after every block, it cut
+ * the "fan-out to 1" rate by about a third, in runs minutes apart).
+ *
+ * CPU: all the processes' CPU seconds over the run's time (at most the
+ * CPU count), and per 64 KiB block the distributor's and one reader's CPU
+ * microseconds; these include spinning, as a pagepipe's waits spin before
+ * they sleep.  With N readers the run has N + 1 processes: on a 2-CPU
+ * machine N = 2 and N = 4 oversubscribe the CPUs, and the report says so.
+ *
+ * The distributor alone (a cap): one process writes each block into the
+ * source and fans it out to N pipes of 1 MiB, no reader running, the
+ * outputs emptied untimed (pp_consume, byte counts checked) every 8
+ * blocks: what the distribution costs the distributor per block, with no
+ * other process in the way.
+ */
+#define FAN_MAX 4
+
+static unsigned long long scaled(unsigned long long amount, double scale, size_t unit,
+                                 unsigned long long least);
+
+enum {
+	FO_DIRECT, FO_REF1, FO_REF2, FO_REF4, FO_COPY4, FO_REF1_1M, FO_REF4_1M, FO_COPY4_1M,
+	FO_COUNT
+};
+
+static const struct fan_variant {
+	const char *name;
+	int n;       /* readers */
+	int copy;    /* outputs in memories of their own (pp_pipe): the fan-out copies */
+	int direct;  /* no source, no fan-out: the distributor writes the one output */
+	size_t size; /* the outputs' capacity, or 0 for the default (64 KiB) */
+	int base;    /* the variant whose time it is compared with: fan-out to 1 */
+} fan_var[FO_COUNT] = {
+	[FO_DIRECT] = { "no fan-out: pp_write -> 1 reader", 1, 0, 1, 0, FO_REF1 },
+	[FO_REF1] = { "fan-out to 1, by reference", 1, 0, 0, 0, FO_REF1 },
+	[FO_REF2] = { "fan-out to 2, by reference", 2, 0, 0, 0, FO_REF1 },
+	[FO_REF4] = { "fan-out to 4, by reference", 4, 0, 0, 0, FO_REF1 },
+	[FO_COPY4] = { "fan-out to 4, copies (pp_pipe outputs)", 4, 1, 0, 0, FO_REF1 },
+	[FO_REF1_1M] = { "fan-out to 1, by reference, 1 MiB", 1, 0, 0, MiB, FO_REF1_1M },
+	[FO_REF4_1M] = { "fan-out to 4, by reference, 1 MiB", 4, 0, 0, MiB, FO_REF1_1M },
+	[FO_COPY4_1M] = { "fan-out to 4, copies, 1 MiB", 4, 1, 0, MiB, FO_REF1_1M },
+};
+
+/* What the children of a fan-out run report, in memory shared with the
+ * parent (mapped once, cleared per run). */
+struct fan_report {
+	double t0;               /* the distributor's start */
+	int derr;                /* the distributor's errno, or 0 */
+	long peak_out, peak_all; /* peak pages in use: after a fan-out, after a write */
+	double cpu[FAN_MAX + 1]; /* CPU seconds: [0] the distributor, [1 + i] reader i */
+	struct rx rx[FAN_MAX];
+};
+
+static struct fan_report *frep;
+
+/* The figures of a fan-out variant's runs, beside its rate. */
+struct fan_figs {
+	double busy[MAX_REPS];   /* CPUs kept busy: all CPU seconds over the run's time */
+	double dist[MAX_REPS];   /* the distributor's CPU microseconds per 64 KiB block */
+	double reader[MAX_REPS]; /* one reader's (their mean) CPU microseconds per block */
+	double others[MAX_REPS]; /* CPUs kept busy by other processes meanwhile */
+	int runs;
+	long peak_out, peak_all; /* the highest over the runs */
+};
+
+struct fan_case {
+	unsigned long long total; /* bytes each reader gets */
+	double scale;
+	struct fan_figs figs[FO_COUNT];
+};
+
+/* The machine's busy and total CPU time so far, in clock ticks (the first
+ * line of /proc/stat; time stolen by the hypervisor counts as busy): what
+ * other processes took of the CPUs during a run.  0 if unreadable. */
+static int machine_ticks(unsigned long long *busy, unsigned long long *all)
+{
+	unsigned long long v[8] = { 0 };
+	FILE *f = fopen("/proc/stat", "r");
+	int n = f ? fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+	                   &v[3], &v[4], &v[5], &v[6], &v[7])
+	          : 0;
+	if (f)
+		fclose(f);
+	if (n < 8)
+		return 0;
+	*busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7]; /* user nice system irq softirq steal */
+	*all = *busy + v[3] + v[4];                      /* + idle iowait */
+	return 1;
+}
+
+/* Pages in use (in rings or held by calls) in the memories of ends[0..n). */
+static long fan_pages(struct pp_end *const *ends, int n)
+{
+	long pages = 0;
+	for (int i = 0; i < n; i++) {
+		struct pp_shared_stats st;
+		if (pp_shared_stats(ends[i], &st) != 0)
+			return -1;
+		pages += st.pages_in_ring + st.pages_held;
+	}
+	return pages;
+}
+
+/* Write n stream bytes at pos, whole, into w; 0, or an errno. */
+static int fan_write(struct pp_end *w, unsigned long long pos, size_t n)
+{
+	const unsigned char *p = expected(pos);
+	for (size_t done = 0; done < n;) {
+		ssize_t k = pp_write(w, p + done, n - done);
+		if (k < 0 && errno != EINTR)
+			return errno;
+		if (k > 0)
+			done += (size_t)k;
+	}
+	return 0;
+}
+
+/* Fan n bytes out of src to outs[0..nout), all of them; 0, or an errno. */
+static int fan_all(struct pp_end *src, struct pp_end *const *outs, int nout, size_t n)
+{
+	for (size_t done = 0; done < n;) {
+		ssize_t k = pp_fanout(src, outs, nout, n - done, 0);
+		if (k < 0 && errno != EINTR)
+			return errno;
+		if (k == 0)
+			return EIO; /* the source's end of file: not while we hold its writer */
+		if (k > 0)
+			done += (size_t)k;
+	}
+	return 0;
+}
+
+/* The distributor: write the stream into the source (src[1]; or, direct,
+ * into outs[0]) and fan each block out of src[0]; 0, or an errno. */
+static int fan_distribute(const struct fan_variant *fv, struct pp_end *const src[2],
+                          struct pp_end *const *outs, unsigned long long total)
+{
+	/* The memories to sample: the source's (which holds the outputs too
+	 * when they are by reference), and each output's own. */
+	struct pp_end *mem[FAN_MAX + 1];
+	int nmem = 0, err;
+	long pages;
+	if (!fv->direct)
+		mem[nmem++] = src[0];
+	if (fv->direct || fv->copy)
+		for (int i = 0; i < fv->n; i++)
+			mem[nmem++] = outs[i];
+	for (unsigned long long pos = 0, block = 0; pos < total; block++) {
+		size_t n = total - pos < 64 * KiB ? (size_t)(total - pos) : 64 * KiB;
+		int sample = block % 32 == 0;
+		if ((err = fan_write(fv->direct ? outs[0] : src[1], pos, n)) != 0)
+			return err;
+		pos += n;
+		if (sample) {
+			if ((pages = fan_pages(mem, nmem)) < 0)
+				return errno;
+			if (pages > frep->peak_all)
+				frep->peak_all = pages;
+		}
+		if (fv->direct)
+			continue;
+		if ((err = fan_all(src[0], outs, fv->n, n)) != 0)
+			return err;
+		if (sample) {
+			if ((pages = fan_pages(mem, nmem)) < 0)
+				return errno;
+			if (pages > frep->peak_out)
+				frep->peak_out = pages;
+		}
+	}
+	return 0;
+}
+
+/*
+ * One run of a fan-out variant: the bytes per second of each reader's
+ * stream.  The pipes are made before the forks; each child closes the ends
+ * it does not use and says so, and all go at once, as run_children's do.
+ * A child that does not exit 0, a reader short of a byte or with a wrong
+ * one, or a distributor's error is a data error.
+ */
+static double run_fanout(int variant, const void *ctx)
+{
+	struct fan_case *fc = (struct fan_case *)ctx;
+	const struct fan_variant *fv = &fan_var[variant];
+	struct fan_figs *fg = &fc->figs[variant];
+	struct pp_end *src[2] = { NULL, NULL }, *out[FAN_MAX][2], *outs[FAN_MAX];
+	int ready[2], go[2], nproc = fv->n + 1, bad = 0;
+	pid_t pid[FAN_MAX + 1];
+	char b[FAN_MAX + 1];
+
+	memset(frep, 0, sizeof *frep);
+	if (!fv->direct && pp_pipe(src, PP_SHARED) != 0)
+		die("pp_pipe(PP_SHARED)");
+	for (int i = 0; i < fv->n; i++) {
+		int own = fv->direct || fv->copy;
+		if ((own ? pp_pipe(out[i], PP_SHARED) : pp_pipe_in(out[i], 0, src[1])) != 0)
+			die(own ? "pp_pipe(PP_SHARED)" : "pp_pipe_in");
+		if (fv->size && pp_setsize(out[i][1], fv->size) != (long)fv->size)
+			die("pp_setsize");
+		outs[i] = out[i][1];
+	}
+	if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(go, O_CLOEXEC) != 0)
+		die("pipe2");
+	fflush(NULL);
+	for (int who = 0; who < nproc; who++) { /* 0 the distributor, 1 + i reader i */
+		if ((pid[who] = fork()) < 0)
+			die("fork");
+		if (pid[who] > 0)
+			continue;
+		bench_arm(fc->scale);
+		close(ready[0]);
+		close(go[1]);
+		for (int i = 0; i < fv->n; i++)
+			if ((who != 1 + i && pp_close(out[i][0]) != 0) ||
+			    (who != 0 && pp_close(out[i][1]) != 0))
+				_exit(5);
+		if (src[0] && who != 0 && (pp_close(src[0]) != 0 || pp_close(src[1]) != 0))
+			_exit(5);
+		if (write(ready[1], b, 1) != 1 || read(go[0], b, 1) != 0)
+			_exit(3);
+		double c0 = cpu_now();
+		if (who == 0) {
+			frep->t0 = t_now();
+			frep->derr = fan_distribute(fv, src, outs, fc->total);
+			for (int i = 0; i < fv->n; i++)
+				pp_close(out[i][1]); /* the readers' end of file */
+			if (src[0]) {
+				pp_close(src[1]);
+				pp_close(src[0]);
+			}
+		} else {
+			bench_peek_stream(out[who - 1][0], 1, &frep->rx[who - 1]);
+			pp_close(out[who - 1][0]);
+		}
+		frep->cpu[who] = cpu_now() - c0;
+		_exit(0);
+	}
+	close(ready[1]);
+	close(go[0]);
+	for (int i = 0; i < fv->n; i++)
+		if (pp_close(out[i][0]) != 0 || pp_close(out[i][1]) != 0)
+			die("pp_close");
+	if (src[0] && (pp_close(src[0]) != 0 || pp_close(src[1]) != 0))
+		die("pp_close");
+	for (int got = 0; got < nproc;) {
+		ssize_t k = read(ready[0], b, (size_t)(nproc - got));
+		if (k <= 0)
+			break; /* a child died before it was ready: its status says */
+		got += (int)k;
+	}
+	unsigned long long busy0 = 0, all0 = 0, busy1 = 0, all1 = 0;
+	int ticks = machine_ticks(&busy0, &all0);
+	close(go[1]); /* the start */
+	close(ready[0]);
+	for (int who = 0; who < nproc; who++) {
+		int st;
+		if (waitpid(pid[who], &st, 0) != pid[who])
+			die("waitpid");
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+			fprintf(stderr, "DATA ERROR: %s: %s %d %s %d\n", fv->name,
+			        who ? "reader" : "distributor", who ? who - 1 : 0,
+			        WIFEXITED(st) ? "exited" : "killed by signal",
+			        WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+			bad = 1;
+		}
+	}
+	ticks = ticks && machine_ticks(&busy1, &all1) && all1 > all0;
+	double t1 = frep->t0, rcpu = 0;
+	for (int i = 0; i < fv->n; i++) {
+		const struct rx *rx = &frep->rx[i];
+		if (rx->err || rx->received != fc->total || rx->bad) {
+			fprintf(stderr,
+			        "DATA ERROR: %s: reader %d received %llu of %llu bytes, %lu bad reads "
+			        "of %lu, errno %d\n",
+			        fv->name, i, rx->received, fc->total, rx->bad, rx->reads, rx->err);
+			bad = 1;
+		}
+		if (rx->t1 > t1)
+			t1 = rx->t1;
+		rcpu += frep->cpu[1 + i];
+	}
+	if (frep->derr) {
+		fprintf(stderr, "DATA ERROR: %s: the distributor failed, errno %d\n", fv->name,
+		        frep->derr);
+		bad = 1;
+	}
+	data_errors += bad;
+	if (bad || !(t1 > frep->t0))
+		return 1; /* 1 byte/s: a wrong run shows, and the report says why */
+	double blocks = (double)fc->total / (64 * KiB);
+	if (fg->runs < MAX_REPS) {
+		fg->busy[fg->runs] = (frep->cpu[0] + rcpu) / (t1 - frep->t0);
+		fg->dist[fg->runs] = frep->cpu[0] / blocks * 1e6;
+		fg->reader[fg->runs] = rcpu / fv->n / blocks * 1e6;
+		/* the machine's busy CPUs, less ours (-1: unknown) */
+		fg->others[fg->runs] = !ticks ? -1
+		                       : (double)(busy1 - busy0) / (double)(all1 - all0) *
+		                                 (double)sysconf(_SC_NPROCESSORS_ONLN) -
+		                         fg->busy[fg->runs];
+		if (ticks && fg->others[fg->runs] < 0)
+			fg->others[fg->runs] = 0;
+		fg->runs++;
+	}
+	if (frep->peak_out > fg->peak_out)
+		fg->peak_out = frep->peak_out;
+	if (frep->peak_all > fg->peak_all)
+		fg->peak_all = frep->peak_all;
+	return (double)fc->total / (t1 - frep->t0);
+}
+
+/* A reader alone (a cap): one process fills a 1 MiB pipe (16 blocks,
+ * untimed), then takes them as the fan-out's readers do (pp_peek, the
+ * sampled check, pp_consume), timed; bytes per second of the timed part. */
+static double fan_reader_alone(const struct fan_case *fc)
+{
+	struct pp_end *p[2];
+	struct iovec iov[64];
+	unsigned long long pos = 0;
+	unsigned long seq = 0, bad = 0;
+	double spent = 0;
+	if (pp_pipe(p, PP_SHARED) != 0 || pp_setsize(p[1], MiB) != (long)MiB)
+		die("pp_pipe / pp_setsize");
+	while (pos < fc->total) {
+		unsigned long long end = pos;
+		for (int b = 0; b < 16 && end < fc->total; b++) {
+			size_t k = fc->total - end < 64 * KiB ? (size_t)(fc->total - end) : 64 * KiB;
+			if (fan_write(p[1], end, k) != 0)
+				die("pp_write");
+			end += k;
+		}
+		double t0 = t_now();
+		while (pos < end) {
+			ssize_t k = pp_peek(p[0], iov, 64);
+			if (k <= 0)
+				break;
+			size_t got = 0;
+			for (ssize_t i = 0; i < k; i++) {
+				bad += (unsigned long)check(iov[i].iov_base, iov[i].iov_len, pos + got, seq++, 1);
+				got += iov[i].iov_len;
+			}
+			if (pp_consume(p[0], got) != (ssize_t)got)
+				break;
+			pos += got;
+		}
+		spent += t_now() - t0;
+		if (pos != end || bad) {
+			fprintf(stderr, "DATA ERROR: a reader alone: at %llu of %llu, %lu bad reads\n",
+			        pos, end, bad);
+			data_errors++;
+			break;
+		}
+	}
+	if (pp_close(p[0]) != 0 || pp_close(p[1]) != 0)
+		die("pp_close");
+	return (double)fc->total / spent;
+}
+
+/* The distributor alone (a cap): variant 0 fans out to 1 pipe by
+ * reference, 1 to 4 by reference, 2 to 4 that copy (3 is a reader alone:
+ * fan_reader_alone); bytes of the stream per second of the timed write
+ * and fan-out calls. */
+static double run_fan_alone(int variant, const void *ctx)
+{
+	const struct fan_case *fc = ctx;
+	int n = variant ? FAN_MAX : 1, copy = variant == 2;
+	struct pp_end *src[2], *out[FAN_MAX][2], *outs[FAN_MAX];
+	unsigned long long pos = 0;
+	double spent = 0;
+	if (variant == 3)
+		return fan_reader_alone(fc);
+	if (pp_pipe(src, PP_SHARED) != 0)
+		die("pp_pipe(PP_SHARED)");
+	for (int i = 0; i < n; i++) {
+		if ((copy ? pp_pipe(out[i], PP_SHARED) : pp_pipe_in(out[i], 0, src[1])) != 0 ||
+		    pp_setsize(out[i][1], MiB) != (long)MiB)
+			die("pp_pipe / pp_pipe_in / pp_setsize");
+		outs[i] = out[i][1];
+	}
+	while (pos < fc->total) {
+		size_t batch = 0;
+		double t0 = t_now();
+		for (int b = 0; b < 8 && pos < fc->total; b++) {
+			size_t k = fc->total - pos < 64 * KiB ? (size_t)(fc->total - pos) : 64 * KiB;
+			if (fan_write(src[1], pos, k) != 0 || fan_all(src[0], outs, n, k) != 0)
+				die("pp_write / pp_fanout");
+			pos += k;
+			batch += k;
+		}
+		spent += t_now() - t0;
+		for (int i = 0; i < n; i++)
+			if (pp_nread(out[i][0]) != (long)batch ||
+			    pp_consume(out[i][0], batch) != (ssize_t)batch) {
+				fprintf(stderr, "DATA ERROR: the distributor alone: an output holds %ld "
+				        "bytes, not %zu\n", (long)pp_nread(out[i][0]), batch);
+				data_errors++;
+				die("the distributor alone");
+			}
+	}
+	for (int i = 0; i < n; i++)
+		if (pp_close(out[i][0]) != 0 || pp_close(out[i][1]) != 0)
+			die("pp_close");
+	if (pp_close(src[0]) != 0 || pp_close(src[1]) != 0)
+		die("pp_close");
+	return (double)fc->total / spent;
+}
+
+/* The case: every variant, alternated, a row each; the targets; the cap. */
+static void fanout_case(const struct bench_opts *o)
+{
+	static struct fan_case fc;
+	double med[FO_COUNT], alone[4];
+	char amt[48];
+
+	memset(&fc, 0, sizeof fc);
+	fc.total = scaled(1024 * MiB, o->scale, 64 * KiB, 64 * KiB);
+	fc.scale = o->scale;
+	frep = mmap(NULL, sizeof *frep, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (frep == MAP_FAILED)
+		die("mmap");
+	fmt_amount(amt, sizeof amt, fc.total);
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	printf("\nfan-out to 4 reader processes (issue 15), %s to each reader per run:\n"
+	       "a distributor process pp_writes the stream (64 KiB writes) into a 64 KiB\n"
+	       "PP_SHARED pipe and pp_fanout's each block to N pipes (64 KiB unless named\n"
+	       "1 MiB), one per reader process, which pp_peeks, checks (sampled) in place\n"
+	       "and pp_consumes; per reader stream, the time over fan-out to 1's\n",
+	       amt);
+	printf("CPUs busy: ours, the run's processes' CPU seconds (spinning included) over its\n"
+	       "time; others, the rest of the machine meanwhile (/proc/stat, steal included)\n");
+	if (ncpu < 3)
+		printf("NOTE: %ld CPUs for N + 1 processes: N = 2 and N = 4 oversubscribe them\n", ncpu);
+	else if (ncpu < FAN_MAX + 1)
+		printf("NOTE: %ld CPUs for N + 1 processes: N = 4 oversubscribes them\n", ncpu);
+	printf("  %-38s %15s %8s %15s %15s %15s\n", "", "each reader", "time", "CPUs busy",
+	       "CPU us / block", "peak pages");
+	printf("  %-38s %15s %8s %7s %7s %7s %7s %7s %7s\n", "", "", "vs N=1", "ours", "others",
+	       "distr", "reader", "fanned", "+source");
+	fflush(stdout);
+	bench_medians(FO_COUNT, o->reps, o->scale, run_fanout, &fc, med);
+	for (int v = 0; v < FO_COUNT; v++) {
+		struct fan_figs *fg = &fc.figs[v];
+		char fanned[16] = "-";
+		if (!fan_var[v].direct)
+			snprintf(fanned, sizeof fanned, "%ld", fg->peak_out);
+		printf("  %-38s %10.1f MB/s %7.2fx %7.2f %7.2f %7.1f %7.1f %7s %7ld\n", fan_var[v].name,
+		       med[v] / 1e6, med[fan_var[v].base] / med[v], median(fg->busy, fg->runs),
+		       median(fg->others, fg->runs), median(fg->dist, fg->runs),
+		       median(fg->reader, fg->runs), fanned, fg->peak_all);
+	}
+	for (int k = 0; k < 2; k++) {
+		int v = k ? FO_REF4_1M : FO_REF4;
+		double t = med[fan_var[v].base] / med[v];
+		printf("  fan-out to 4 vs to 1, by reference, %s pipes: time %.2fx  <=1.5x %s\n",
+		       fan_var[v].size ? "1 MiB" : "64 KiB", t, bench_result(t <= 1.5));
+	}
+	printf("  fan-out to 2 vs to 1, by reference (3 processes): time %.2fx\n",
+	       med[FO_REF1] / med[FO_REF2]);
+	printf("  fan-out to 4, copies vs by reference: time %.2fx (64 KiB pipes), %.2fx (1 MiB)\n",
+	       med[FO_REF4] / med[FO_COPY4], med[FO_REF4_1M] / med[FO_COPY4_1M]);
+	for (int k = 0; k < 2; k++) {
+		int v = k ? FO_REF4_1M : FO_REF4;
+		long one = (long)((fan_var[v].size ? fan_var[v].size : 64 * KiB) / PP_PAGE_SIZE);
+		long peak = fc.figs[v].peak_out;
+		printf("  pages in use, fan-out to 4 by reference, %s pipes: %ld fanned (one copy %ld, "
+		       "4 copies %ld)  <=%ld %s\n",
+		       fan_var[v].size ? "1 MiB" : "64 KiB", peak, one, 4 * one, one,
+		       bench_result(peak > 0 && peak <= one));
+	}
+	fflush(stdout);
+	munmap(frep, sizeof *frep);
+	bench_medians(4, o->reps, o->scale, run_fan_alone, &fc, alone);
+	double d1 = 64 * KiB * 1e6 / alone[0], d4 = 64 * KiB * 1e6 / alone[1];
+	double c4 = 64 * KiB * 1e6 / alone[2], r = 64 * KiB * 1e6 / alone[3];
+	printf("  alone (caps), us per block: the distributor fanning out to 1 %.1f, to 4 %.1f "
+	       "(%.2fx),\n    to 4 copying %.1f (%.2fx); a reader (pp_peek, check, pp_consume) "
+	       "%.1f\n",
+	       d1, d4, d4 / d1, c4, c4 / d1, r);
+	/* The least time per block with every process's work as alone and no
+	 * waiting: fan-out to 1's two processes each on a CPU; fan-out to 4's
+	 * five sharing the CPUs there are. */
+	double cpus = ncpu < FAN_MAX + 1 ? (double)ncpu : FAN_MAX + 1;
+	double t1 = ncpu >= 2 ? (d1 > r ? d1 : r) : d1 + r;
+	double t4 = (d4 + FAN_MAX * r) / cpus;
+	if (t4 < d4)
+		t4 = d4;
+	printf("  so with %ld CPUs, fan-out to 4 by reference takes at least %.2fx fan-out to 1's "
+	       "time\n    (its 5 processes' work as alone, %.1f us per block, over %g CPUs; "
+	       "fan-out to 1: %.1f)\n",
+	       ncpu, t4 / t1, d4 + FAN_MAX * r, cpus, t1);
+	fflush(stdout);
+}
+
 /* ---- file | cat: real programs ------------------------------------------ */
 
 /*
@@ -1275,7 +1811,7 @@ int main(int argc, char **argv)
 		    { CH_PP_POLL, CH_ICEORYX, 0 } } },
 	};
 	struct bench_opts o = { .case_help = "only the cases whose name contains CASE "
-	                                     "(\"64 KiB\", \"ping\", \"file\")" };
+	                                     "(\"64 KiB\", \"ping\", \"fan-out\", \"file\")" };
 
 	bench_begin(&o, argc, argv, "bench_procs",
 	            " (PP_SHARED) vs kernel pipe, writer process -> reader process");
@@ -1326,6 +1862,9 @@ int main(int argc, char **argv)
 			row("pp_write alone, private pipe", cap[1], med[0], -1, 0, 0);
 		}
 	}
+
+	if (!o.only || strstr("fan-out to 4 reader processes", o.only))
+		fanout_case(&o);
 
 	if (!o.only || strstr("file | cat", o.only)) {
 		struct file_case fc;
