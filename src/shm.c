@@ -183,7 +183,19 @@ static int mem_new(int ctl_fd, int data_fd, bool data_rw, struct ppi_shm_mem **o
 	}
 	m->dev = st.st_dev;
 	m->ino = st.st_ino;
-	void *at = mmap(NULL, PPI_SHM_CTL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, ctl_fd, 0);
+	/* Mapped through a description of its own, never locked: a mapping
+	 * holds its description, and a forked child inherits the mapping, so
+	 * mapped through ctl_fd (which carries our liveness lock) the lock
+	 * would live as long as any child of ours, and our death would go
+	 * unseen by every process while one lived (its readers never seeing
+	 * end of file). */
+	int map_fd = ppi_shm_reopen(ctl_fd, O_RDWR);
+	if (map_fd < 0) {
+		err = -map_fd;
+		goto fail;
+	}
+	void *at = mmap(NULL, PPI_SHM_CTL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, map_fd, 0);
+	close(map_fd);
 	if (at == MAP_FAILED) {
 		err = errno;
 		goto fail;
