@@ -75,8 +75,9 @@ tests: $(TESTS) $(TOOL)
 examples: $(EXAMPLES)
 
 # The test command: every test program and the command's end-to-end
-# scripts (test/tool), then one line "N passed, N failed".
-check: $(TESTS) $(TOOL)
+# scripts (test/tool), then one line "N passed, N failed".  The example
+# capture_procs is run by test/tool/example_capture_procs.sh.
+check: $(TESTS) $(TOOL) $(BUILD)/examples/capture_procs
 	@rm -f $(STALE_TESTS)
 	@sh test/run.sh $(BUILD)/test
 
