@@ -26,7 +26,7 @@ TOOL_SRC := $(wildcard tools/pagepipe/*.c)
 TOOL     := $(BUILD)/pagepipe
 
 .PHONY: all lib tool tests check check-asan check-tsan check-all bench demo \
-        examples install uninstall clean
+        demo-capture examples install uninstall clean
 all: lib tool examples
 
 lib: $(LIB_A) $(LIB_SO)
@@ -75,8 +75,9 @@ tests: $(TESTS) $(TOOL)
 examples: $(EXAMPLES)
 
 # The test command: every test program and the command's end-to-end
-# scripts (test/tool), then one line "N passed, N failed".
-check: $(TESTS) $(TOOL)
+# scripts (test/tool), then one line "N passed, N failed".  The example
+# capture_procs is run by test/tool/example_capture_procs.sh.
+check: $(TESTS) $(TOOL) $(BUILD)/examples/capture_procs
 	@rm -f $(STALE_TESTS)
 	@sh test/run.sh $(BUILD)/test
 
@@ -119,9 +120,17 @@ bench: $(BENCHES) $(BENCH_TOOLS) $(TOOL)
 	@sh bench/run.sh $(BUILD)/bench
 
 # The main job on built-in data: stream generated data through a pagepipe
-# between threads, verify it, and compare with a kernel pipe.
+# between threads, verify it, and compare with a kernel pipe; then the
+# capture -> encoder + display case (demo-capture).
 demo: $(EXAMPLES)
 	$(BUILD)/examples/stream_demo
+	$(BUILD)/examples/capture_procs
+
+# Issue 15's case: a capture process writes frames once into a shared pipe
+# and fans them out by reference to an encoder and a display process, each
+# reading at its own pace (examples/capture_procs.c; a few seconds).
+demo-capture: $(BUILD)/examples/capture_procs
+	$(BUILD)/examples/capture_procs
 
 install: lib tool
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
