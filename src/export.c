@@ -204,6 +204,15 @@ PPI_API struct pp_end *pp_import(int fd)
 			got = EXPORT_FDS;
 		memcpy(fds, CMSG_DATA(cm), (size_t)got * sizeof(int));
 	}
+	if (n == (ssize_t)sizeof msg && msg.magic == EXPORT_MAGIC && got < EXPORT_FDS &&
+	    (mh.msg_flags & MSG_CTRUNC)) {
+		/* The kernel could not give us the descriptors (it truncates
+		 * the control data when the process is at its limit). */
+		for (int i = 0; i < got; i++)
+			close(fds[i]);
+		errno = EMFILE;
+		return NULL;
+	}
 	if (n != (ssize_t)sizeof msg || got != EXPORT_FDS || (mh.msg_flags & MSG_CTRUNC) ||
 	    msg.magic != EXPORT_MAGIC || msg.version != PPI_SHM_VERSION || msg.side > 1 ||
 	    msg.desc >= PPI_SHM_DESCS || msg.ring >= PPI_SHM_RINGS) {

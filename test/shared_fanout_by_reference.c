@@ -20,7 +20,11 @@
  *     the distributor drops it, and the other three get every byte; at
  *     the end every page is back (none in rings, none held);
  *   - an end of a pipe_in pipe exported to a process that holds nothing of
- *     the memory reaches that pipe (not the memory's first pipe).
+ *     the memory reaches that pipe (not the memory's first pipe);
+ *   - pp_pipe_in and pp_import under a descriptor limit that stops them at
+ *     each descriptor they open in turn: EMFILE, no descriptor left
+ *     behind, no ring taken, and the next call with room works;
+ *   - every descriptor opened by a case is closed by its end (hooks).
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -30,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -436,12 +441,78 @@ static void import_reaches_the_pipe(void)
 	CHECK_EQ(pp_close(s[1]), 0);
 }
 
+/* ---- descriptors run out ------------------------------------------------- */
+
+static void fd_limit_at_every_step(void)
+{
+	struct pp_end *s[2], *x[2];
+	CHECK_EQ(pp_pipe(s, PP_SHARED), 0);
+	struct rlimit old;
+	CHECK_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+	int base = tp_count_fds(), made = 0;
+	for (int extra = 0; extra < 24 && !t_case_failed; extra++) {
+		/* The lowest free descriptors are below base's count here. */
+		struct rlimit lim = { (rlim_t)(base + extra), old.rlim_max };
+		CHECK_EQ(setrlimit(RLIMIT_NOFILE, &lim), 0);
+		int r = pp_pipe_in(x, 0, s[1]);
+		int err = errno;
+		CHECK_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+		if (r != 0) {
+			CHECK_EQ(err, EMFILE);
+			CHECK_EQ(tp_count_fds(), base);
+			continue;
+		}
+		made++;
+		CHECK_EQ(pp_write(x[1], "ok", 2), 2);
+		char c[2];
+		CHECK_EQ(pp_read(x[0], c, 2), 2);
+		/* Its export, imported under the same limits. */
+		int fd = pp_export(x[0]);
+		CHECK(fd >= 0);
+		int have = tp_count_fds();
+		for (int more = 0; more < 12; more++) {
+			struct rlimit l2 = { (rlim_t)(have + more), old.rlim_max };
+			CHECK_EQ(setrlimit(RLIMIT_NOFILE, &l2), 0);
+			struct pp_end *imp = pp_import(fd);
+			int e2 = errno;
+			CHECK_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+			if (!imp) {
+				CHECK_EQ(e2, EMFILE);
+				CHECK_EQ(tp_count_fds(), have);
+				continue;
+			}
+			CHECK_EQ(pp_close(imp), 0);
+		}
+		close(fd);
+		CHECK_EQ(pp_close(x[0]), 0);
+		CHECK_EQ(pp_close(x[1]), 0);
+		CHECK_EQ(tp_count_fds(), base);
+	}
+	CHECK(made > 0);
+	/* Every ring free again: seven more fit. */
+	struct pp_end *in[7][2];
+	for (int i = 0; i < 7; i++)
+		CHECK_EQ(pp_pipe_in(in[i], 0, s[0]), 0);
+	for (int i = 0; i < 7; i++) {
+		CHECK_EQ(pp_close(in[i][0]), 0);
+		CHECK_EQ(pp_close(in[i][1]), 0);
+	}
+	struct pp_shared_stats st = stats_of(s[0]);
+	CHECK_EQ(st.pages_in_ring, 0);
+	CHECK_EQ(st.pages_held, 0);
+	CHECK_EQ(st.holders, 1);
+	CHECK_EQ(pp_close(s[0]), 0);
+	CHECK_EQ(pp_close(s[1]), 0);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
+	t_around_cases(tp_fds_note, tp_fds_same);
 	RUN(errors_and_limits);
 	RUN(tee_holds_pages_once);
 	RUN(fanout_to_four_processes);
 	RUN(import_reaches_the_pipe);
+	RUN(fd_limit_at_every_step);
 	return T_DONE();
 }
