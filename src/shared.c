@@ -8,14 +8,15 @@
  * Fork.  A pthread_atfork prepare handler gives each shared memory the
  * process holds (one or more of its pipes) a holder record for the child,
  * with the parent's handle counts (added to the rings'), and read-locks
- * its byte on a new description of the ctl memfd.  The child takes that description as its
- * own and closes its copy of the parent's; the parent closes its copy of
- * the child's (if the fork failed, that drops the lock, and the next reap
- * undoes the record).  Everything else the child needs it inherits: the
- * memfds, the tokens, the eventfds.  Private pipes are not the child's: a
- * generation number bumped in the child makes every call on their handles
- * fail with EBADF there, and the pool's and the quarantine's locks are
- * taken across the fork so that the child's copies are consistent.
+ * its byte on a new description of the ctl memfd.  The child takes that
+ * description as its own and closes its copy of the parent's; the parent
+ * closes its copy of the child's (if the fork failed, that drops the lock,
+ * and the next reap undoes the record).  Everything else the child needs
+ * it inherits: the memfds, the tokens, the eventfds.  Private pipes are not
+ * the child's: a generation number bumped in the child makes every call on
+ * their handles fail with EBADF there, and the pool's and the quarantine's
+ * locks are taken across the fork so that the child's copies are
+ * consistent.
  */
 #include <fcntl.h>
 #include <pthread.h>

@@ -484,6 +484,12 @@ unsigned ppi_shm_pages_get(struct ppi_shm *v, uint32_t *pages, unsigned n)
 static void idle_trim(struct ppi_shm *v)
 {
 	struct ppi_shm_hdr *hdr = v->hdr;
+	/* The caller's ring is in use, so this is at most what is kept: the
+	 * usual case (a streaming pipe puts back what it will take again)
+	 * looks at no other ring's block. */
+	if (LOAD(hdr->idle_count) <=
+	    (LOAD(v->ring->max_usage) & (PPI_SHM_MAX_SLOTS * 2 - 1)) + IDLE_SLACK)
+		return;
 	uint32_t keep = IDLE_SLACK;
 	for (uint32_t ri = 0; ri < PPI_SHM_RINGS; ri++) {
 		struct ppi_shm_rblock *b = ppi_shm_rblock(hdr, ri);
@@ -501,14 +507,6 @@ static void idle_trim(struct ppi_shm *v)
 	}
 }
 
-/* A page in rings: the buffers naming it (a count read as 0 is taken as
- * 1: it is in a ring). */
-static uint32_t page_refs(struct ppi_shm_page *pg)
-{
-	uint32_t n = LOAD(pg->next);
-	return n ? n : 1;
-}
-
 void ppi_shm_pages_put(struct ppi_shm *v, const uint32_t *pages, unsigned n)
 {
 	struct ppi_shm_hdr *hdr = v->hdr;
@@ -517,11 +515,10 @@ void ppi_shm_pages_put(struct ppi_shm *v, const uint32_t *pages, unsigned n)
 		uint32_t p = pages[i];
 		if (!p || p >= data_pages || p >= PPI_SHM_MAX_PAGES)
 			continue; /* checked when it was taken; never ours to give */
-		struct ppi_shm_page *pg = &ppi_shm_pages(v)[p];
-		uint32_t refs = LOAD(pg->owner) == PPI_PAGE_RING ? page_refs(pg) : 1;
+		uint32_t refs = ppi_shm_page_refs(v, p);
 		if (refs > 1) {
 			/* Another buffer, in this ring or another, still names it. */
-			atomic_store_explicit(&pg->next, refs - 1, RELAXED);
+			atomic_store_explicit(&ppi_shm_pages(v)[p].next, refs - 1, RELAXED);
 			continue;
 		}
 		page_push(v, &hdr->idle_head, p, PPI_PAGE_IDLE);
@@ -574,9 +571,9 @@ void ppi_shm_pages_ref(struct ppi_shm *v, uint32_t page, uint32_t n)
 {
 	if (!page || page >= LOAD(v->hdr->data_pages) || page >= PPI_SHM_MAX_PAGES)
 		return;
-	struct ppi_shm_page *pg = &ppi_shm_pages(v)[page];
-	uint32_t refs = page_refs(pg) + n;
-	atomic_store_explicit(&pg->next, refs < page_refs(pg) ? UINT32_MAX : refs, RELAXED);
+	uint32_t had = ppi_shm_page_refs(v, page), refs = had + n;
+	atomic_store_explicit(&ppi_shm_pages(v)[page].next, refs < had ? UINT32_MAX : refs,
+	                      RELAXED);
 }
 
 /* ---- checks --------------------------------------------------------------- */

@@ -357,6 +357,7 @@ void ppi_shm_pages_put(struct ppi_shm *v, const uint32_t *pages, unsigned n);
 void ppi_shm_pages_mark(struct ppi_shm *v, const uint32_t *pages, unsigned n, uint32_t owner);
 /* Under the lock: how many buffers, in every ring of the memory, name a
  * page in rings (1 for any other page); n more of them will. */
+/* (A count read as 0 is taken as 1: the page is in a ring.) */
 static inline uint32_t ppi_shm_page_refs(struct ppi_shm *v, uint32_t page)
 {
 	if (!page || page >= PPI_SHM_MAX_PAGES)
