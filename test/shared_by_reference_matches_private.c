@@ -253,7 +253,8 @@ static void step(long s, uint32_t *rs)
 static void random_calls_agree(void)
 {
 	long steps = t_scaled_san(20000);
-	for (uint32_t seed = 1; seed <= 4 && !t_case_failed; seed++) {
+	long seeds = t_scaled_san(4); /* 1 under TSan and valgrind: 13 s there */
+	for (uint32_t seed = 1; seed <= seeds && !t_case_failed; seed++) {
 		uint32_t rs = seed * 2654435761u;
 		wpos = 0;
 		CHECK_EQ(pp_pipe(anchor, PP_SHARED), 0);
