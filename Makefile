@@ -190,7 +190,8 @@ HG_SINGLE = api_errors coalesce crash_all_die crash_lock crash_readers crash_wri
             shared_stream shared_atomic_records shared_coalesce_packet shared_zero_copy \
             diff_kernel_procs shared_passing_matches_kernel crash_named \
             shared_dead_peer_at_once shared_fanout_by_reference \
-            shared_by_reference_matches_private crash_fanout shared_parent_killed
+            shared_by_reference_matches_private crash_fanout shared_parent_killed \
+            signal_safe_calls
 HG_TESTS = $(filter-out $(addprefix $(HG_BUILD)/test/,$(HG_SINGLE)), \
              $(patsubst $(BUILD)/test/%,$(HG_BUILD)/test/%,$(TESTS)))
 

@@ -5,13 +5,12 @@
  * poll and fcntl do on a kernel pipe.
  *
  * The main thread writes and reads one pipe in a loop, taking its lock on
- * every call, while another thread sends it a signal every few
+ * every call, while a timer sends it a signal every few
  * microseconds; the handler asks the pipe what it holds.  pp_nread used to
  * take the ring lock, so a signal that landed while the interrupted call
  * held it deadlocked the thread (the handler waited for a lock its own
  * thread held).  A hang here is caught by the alarm.
  */
-#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <time.h>
@@ -22,7 +21,6 @@
 
 static struct pp_end *ends[2];
 static _Atomic long handled, bad_values;
-static _Atomic int stop;
 
 static void on_signal(int sig)
 {
@@ -47,23 +45,31 @@ static void on_alarm(int sig)
 }
 
 /* How many handled signals make the run: 1000, or 5 under valgrind, which
- * runs one thread at a time and delivers a signal to the busy main thread
- * only when it schedules it: 13 signals in 28 s were measured there, so
- * 1000 (or 50) would only ever end in the alarm. */
+ * delivers a signal only when it schedules the thread (hundreds a second
+ * with the timer below; with the signalling thread this test used before,
+ * 0-3 in 20 s). */
 static long signals_wanted(void)
 {
 	return t_valgrind() ? 5 : 1000;
 }
 
-static void *signaller(void *arg)
+/* A timer that sends SIGUSR1 to this thread (not the process) every 50
+ * microseconds, or every millisecond under valgrind, where a handler costs
+ * hundreds of times more (a faster timer leaves the thread time for
+ * nothing but handlers).  A signalling thread did this before, but
+ * valgrind runs one thread at a time and seldom ran it while the main
+ * thread was busy: 0-3 signals in 20 s, and once in CI none, which failed
+ * the run.  The kernel fires a timer whatever runs. */
+static timer_t start_signals(void)
 {
-	pthread_t target = *(pthread_t *)arg;
-	struct timespec gap = { 0, 5000 };
-	while (!stop) {
-		pthread_kill(target, SIGUSR1);
-		nanosleep(&gap, NULL);
-	}
-	return NULL;
+	struct sigevent ev = { .sigev_notify = SIGEV_THREAD_ID, .sigev_signo = SIGUSR1 };
+	ev._sigev_un._tid = gettid();
+	timer_t timer;
+	CHECK_EQ(timer_create(CLOCK_MONOTONIC, &ev, &timer), 0);
+	long gap = t_valgrind() ? 1000000 : 50000;
+	struct itimerspec every = { .it_interval = { 0, gap }, .it_value = { 0, gap } };
+	CHECK_EQ(timer_settime(timer, 0, &every, NULL), 0);
+	return timer;
 }
 
 static void handler_during_locked_call(void)
@@ -75,8 +81,7 @@ static void handler_during_locked_call(void)
 	alarm(30);
 	CHECK_EQ(pp_pipe(ends, PP_NONBLOCK), 0);
 
-	pthread_t self = pthread_self(), t;
-	CHECK_EQ(pthread_create(&t, NULL, signaller, &self), 0);
+	timer_t timer = start_signals();
 	char buf[4096];
 	struct timespec t0, now;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -97,8 +102,7 @@ static void handler_during_locked_call(void)
 		 * that deadlocked would never get here, and the alarm says so. */
 	} while (now.tv_sec - t0.tv_sec < 2 ||
 	         (handled < signals_wanted() && !(t_valgrind() && now.tv_sec - t0.tv_sec >= 20)));
-	stop = 1;
-	pthread_join(t, NULL);
+	timer_delete(timer);
 	alarm(0);
 	signal(SIGUSR1, SIG_IGN);
 	fprintf(stderr, "%ld calls, %ld signals handled\n", calls, (long)handled);
