@@ -136,6 +136,9 @@ struct kernel_path {
 	bool straight_blocks;                 /* and the output is a regular file or /dev/null,
 	                                       * never "not ready": straight splices may block
 	                                       * (set up once) */
+	bool straight_pos;                    /* and the output has a file position (a regular
+	                                       * file or a block device): see "A file
+	                                       * position" in the output thread (set up once) */
 	char *copy_buf;                       /* a regular file output: straight through by
 	                                       * read(2) and write(2) into this buffer of
 	                                       * copy_len bytes (see input_copy; input thread) */
@@ -723,6 +726,24 @@ void *pt_kernel_output_main(void *out_arg)
 			pt_wait_fd(rfd, POLLIN, k->data_efd);
 			continue;
 		}
+		/*
+		 * A file position.  splice(2) into a file without an offset
+		 * reads the file's position when it starts and stores it back
+		 * when it ends, even when it moved nothing and even while
+		 * another thread's write(2) or splice(2) moved it meanwhile
+		 * (no lock: measured, a thread splicing from an empty pipe into
+		 * a file while another writes 128 MiB there left 100-115 MiB).
+		 * So while the input thread may write to this output straight
+		 * through, this thread splices only from a pipe that holds
+		 * bytes: the input put them there after its last straight
+		 * write ended, and writes no more straight until these are
+		 * out.  A published count says so (done < filled); a pipe
+		 * still being filled is asked with poll(2).
+		 */
+		if (filled == OPEN_PIPE && kp->straight_pos && !fd_ready(rfd, POLLIN)) {
+			pt_wait_fd(rfd, POLLIN, k->data_efd);
+			continue;
+		}
 		size_t len = e->o->block;
 		if (filled != OPEN_PIPE && filled - done < len)
 			len = (size_t)(filled - done);
@@ -896,6 +917,8 @@ bool pt_kernel_setup(struct pt_engine *e)
 	struct stat st;
 	kp->straight_blocks = kp->straight && fstat(e->outs[0].fd, &st) == 0 &&
 	                      (S_ISREG(st.st_mode) || S_ISCHR(st.st_mode));
+	kp->straight_pos = kp->straight && fstat(e->outs[0].fd, &st) == 0 &&
+	                   (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode));
 	const char *file_splice = getenv("PAGEPIPE_FILE_SPLICE"); /* pagepipe(1), ENVIRONMENT */
 	if (kp->straight_blocks && S_ISREG(st.st_mode) && !(file_splice && *file_splice)) {
 		kp->copy_len = e->o->block < (size_t)kp->cap ? e->o->block : (size_t)kp->cap;
