@@ -163,14 +163,16 @@ clean:
 # (src/sanitize.h then tells helgrind about the futex lock and the atomics;
 # the tests include sanitize.h first so their own atomics count too).
 # test/valgrind.supp and test/helgrind.supp hold the known false alarms,
-# each explained.  VG_ENV cuts the tests' work to fit valgrind's slowdown
-# (measured on 2 CPUs with other work running: memcheck about 4-5 min,
-# helgrind about 9-10 min).
+# each explained.  VG_ENV cuts the tests' work to fit valgrind's slowdown,
+# HG_ENV by half again for helgrind, which is slower still on the stress
+# tests' many small calls (measured in CI on 2 CPUs: memcheck about 5.5
+# min; helgrind 7.3 min at VG_ENV's scale).
 # Each program runs through a wrapper script in DIR/test, so test/run.sh
 # counts and closes as for `make check`; the command's end-to-end scripts
 # are left out (PP_NO_TOOL_SCRIPTS): they would only repeat `make check`.
 VALGRIND ?= valgrind
 VG_ENV = PP_VALGRIND=1 PP_TEST_SCALE=0.25 PP_CASE_TIMEOUT=300
+HG_ENV = PP_VALGRIND=1 PP_TEST_SCALE=0.125 PP_CASE_TIMEOUT=300
 # --soname-synonyms: fault.h's own malloc stays; only glibc's is replaced.
 VG_MEMCHECK = --tool=memcheck --error-exitcode=99 --leak-check=full -q \
               --suppressions=$(CURDIR)/test/valgrind.supp \
@@ -195,25 +197,25 @@ HG_SINGLE = api_errors coalesce crash_all_die crash_lock crash_readers crash_wri
 HG_TESTS = $(filter-out $(addprefix $(HG_BUILD)/test/,$(HG_SINGLE)), \
              $(patsubst $(BUILD)/test/%,$(HG_BUILD)/test/%,$(TESTS)))
 
-# vg_wrap(DIR, VALGRIND-ARGS, PROGRAMS, COMMAND): DIR/test/NAME runs
-# PROGRAM under valgrind, DIR/pagepipe is COMMAND.
+# vg_wrap(DIR, VALGRIND-ARGS, PROGRAMS, COMMAND, ENV): DIR/test/NAME runs
+# PROGRAM under valgrind with ENV, DIR/pagepipe is COMMAND.
 define vg_wrap
 	@mkdir -p $(1)/test && rm -f $(1)/test/*
 	@for t in $(abspath $(3)); do \
-	  printf '#!/bin/sh\nexec env $(VG_ENV) $(VALGRIND) $(2) %s "$$@"\n' "$$t" \
+	  printf '#!/bin/sh\nexec env $(5) $(VALGRIND) $(2) %s "$$@"\n' "$$t" \
 	    > $(1)/test/$${t##*/} && chmod +x $(1)/test/$${t##*/} || exit 1; done
 	@ln -sf $(abspath $(4)) $(1)/pagepipe
 endef
 
 .PHONY: check-valgrind check-helgrind clean-helgrind
 check-valgrind: $(TESTS) $(TOOL)
-	$(call vg_wrap,$(BUILD)/valgrind,$(VG_MEMCHECK),$(TESTS),$(TOOL))
+	$(call vg_wrap,$(BUILD)/valgrind,$(VG_MEMCHECK),$(TESTS),$(TOOL),$(VG_ENV))
 	@PP_NO_TOOL_SCRIPTS=1 sh test/run.sh $(BUILD)/valgrind/test
 
 check-helgrind:
 	$(MAKE) BUILD=$(HG_BUILD) OPT="-O1 -g" SANFLAGS="-DPP_HELGRIND -include sanitize.h" \
 	  $(HG_TESTS) $(HG_BUILD)/pagepipe
-	$(call vg_wrap,$(HG_BUILD)/valgrind,$(VG_HELGRIND),$(HG_TESTS),$(HG_BUILD)/pagepipe)
+	$(call vg_wrap,$(HG_BUILD)/valgrind,$(VG_HELGRIND),$(HG_TESTS),$(HG_BUILD)/pagepipe,$(HG_ENV))
 	@PP_NO_TOOL_SCRIPTS=1 sh test/run.sh $(HG_BUILD)/valgrind/test
 
 clean: clean-helgrind
