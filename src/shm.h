@@ -356,8 +356,8 @@ unsigned ppi_shm_pages_get(struct ppi_shm *v, uint32_t *pages, unsigned n);
 void ppi_shm_pages_put(struct ppi_shm *v, const uint32_t *pages, unsigned n);
 void ppi_shm_pages_mark(struct ppi_shm *v, const uint32_t *pages, unsigned n, uint32_t owner);
 /* Under the lock: how many buffers, in every ring of the memory, name a
- * page in rings (1 for any other page); n more of them will. */
-/* (A count read as 0 is taken as 1: the page is in a ring.) */
+ * page in rings (1 for any other page; a count read as 0 is taken as 1:
+ * the page is in a ring). */
 static inline uint32_t ppi_shm_page_refs(struct ppi_shm *v, uint32_t page)
 {
 	if (!page || page >= PPI_SHM_MAX_PAGES)
@@ -366,6 +366,7 @@ static inline uint32_t ppi_shm_page_refs(struct ppi_shm *v, uint32_t page)
 	uint32_t n = LOAD(pg->next);
 	return LOAD(pg->owner) == PPI_PAGE_RING && n > 1 ? n : 1;
 }
+/* Under the lock: n more buffers name this page in rings. */
 void ppi_shm_pages_ref(struct ppi_shm *v, uint32_t page, uint32_t n);
 
 /* Without the lock: keep n pages held by us to give back at the next

@@ -915,10 +915,9 @@ bool pt_kernel_setup(struct pt_engine *e)
 	/* splice(2) needs a pipe on one side to go straight through. */
 	kp->straight = e->n == 1 && (is_pipe(e->in_fd) || is_pipe(e->outs[0].fd));
 	struct stat st;
-	kp->straight_blocks = kp->straight && fstat(e->outs[0].fd, &st) == 0 &&
-	                      (S_ISREG(st.st_mode) || S_ISCHR(st.st_mode));
-	kp->straight_pos = kp->straight && fstat(e->outs[0].fd, &st) == 0 &&
-	                   (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode));
+	bool out_stat = kp->straight && fstat(e->outs[0].fd, &st) == 0;
+	kp->straight_blocks = out_stat && (S_ISREG(st.st_mode) || S_ISCHR(st.st_mode));
+	kp->straight_pos = out_stat && (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode));
 	const char *file_splice = getenv("PAGEPIPE_FILE_SPLICE"); /* pagepipe(1), ENVIRONMENT */
 	if (kp->straight_blocks && S_ISREG(st.st_mode) && !(file_splice && *file_splice)) {
 		kp->copy_len = e->o->block < (size_t)kp->cap ? e->o->block : (size_t)kp->cap;
