@@ -18,6 +18,10 @@
  *                        input, if it never did), then when the end of the
  *                        input was seen; so a script can time one output of
  *                        a pipeline on its own, both its data and its end.
+ *   gen -r -k BYTES      the same, but keep everything read, in fresh memory
+ *                        mapped 1 MiB at a time and never given back: what
+ *                        holding a whole backlog in RAM costs a reader with
+ *                        no tool at all (the slow-output case's cap).
  *
  * BYTES is a decimal number with an optional K, M or G suffix (powers of
  * 1024).  The pattern is a 1 MiB block of xorshift64 output repeated; any
@@ -31,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define BLOCK (1UL << 20)
@@ -108,9 +113,23 @@ static int write_stream(uint64_t total)
 	return 0;
 }
 
-static int read_stream(uint64_t expect, const char *timefile)
+/* With keep: the block the next read goes into, fresh from the system
+ * once the current one is full (populated in one call, as the library's
+ * pool maps its batches); full blocks are never given back. */
+static unsigned char *keep_block(unsigned char *cur, size_t *fill)
 {
-	unsigned char *buf = aligned_alloc(4096, BLOCK);
+	if (cur && *fill < BLOCK)
+		return cur;
+	unsigned char *b = mmap(NULL, BLOCK, PROT_READ | PROT_WRITE,
+	                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	*fill = 0;
+	return b == MAP_FAILED ? NULL : b;
+}
+
+static int read_stream(uint64_t expect, const char *timefile, int keep)
+{
+	unsigned char *buf = aligned_alloc(4096, BLOCK), *kept = NULL;
+	size_t fill = 0;
 	uint64_t pos = 0, reads = 0;
 	struct timespec full = {0, 0}, eof;
 	int bad = 0, got_full = 0;
@@ -120,7 +139,17 @@ static int read_stream(uint64_t expect, const char *timefile)
 		return 2;
 	}
 	for (;;) {
-		ssize_t n = read(STDIN_FILENO, buf, BLOCK);
+		unsigned char *at = buf;
+		size_t room = BLOCK;
+		if (keep) {
+			if (!(kept = keep_block(kept, &fill))) {
+				perror("gen: mmap");
+				return 2;
+			}
+			at = kept + fill;
+			room = BLOCK - fill;
+		}
+		ssize_t n = read(STDIN_FILENO, at, room);
 		size_t off, check;
 
 		if (n < 0) {
@@ -132,11 +161,12 @@ static int read_stream(uint64_t expect, const char *timefile)
 		}
 		if (n == 0)
 			break;
+		fill += (size_t)n;
 		off = (size_t)(pos % BLOCK);
 		check = reads++ % SAMPLE_EVERY == 0 ? (size_t)n : ((size_t)n < 8 ? (size_t)n : 8);
-		if (!bad && memcmp(buf, pattern + off, check) != 0) {
+		if (!bad && memcmp(at, pattern + off, check) != 0) {
 			size_t i = 0;
-			while (buf[i] == pattern[off + i])
+			while (at[i] == pattern[off + i])
 				i++;
 			fprintf(stderr, "gen: wrong data at byte %llu\n",
 			        (unsigned long long)(pos + i));
@@ -174,20 +204,23 @@ static int read_stream(uint64_t expect, const char *timefile)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: gen BYTES | gen -r BYTES [-t TIMEFILE]\n");
+	fprintf(stderr, "usage: gen BYTES | gen -r [-k] BYTES [-t TIMEFILE]\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
 	const char *timefile = NULL;
-	int opt, readmode = 0;
+	int opt, readmode = 0, keep = 0;
 	uint64_t bytes;
 
-	while ((opt = getopt(argc, argv, "rt:")) != -1) {
+	while ((opt = getopt(argc, argv, "rkt:")) != -1) {
 		switch (opt) {
 		case 'r':
 			readmode = 1;
+			break;
+		case 'k':
+			keep = 1;
 			break;
 		case 't':
 			timefile = optarg;
@@ -197,8 +230,8 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind != argc - 1 || parse_bytes(argv[optind], &bytes) != 0 ||
-	    (timefile && !readmode))
+	    ((timefile || keep) && !readmode))
 		usage();
 	make_pattern();
-	return readmode ? read_stream(bytes, timefile) : write_stream(bytes);
+	return readmode ? read_stream(bytes, timefile, keep) : write_stream(bytes);
 }
