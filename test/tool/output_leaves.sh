@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
 # output_leaves.sh - an output that goes away while the others go on (leaves_lib.bash
 # has the matrix and what each cell checks), on the buffer path as
-# forced by -a (O_APPEND is not for splice), -L, -P and -p; and the
+# forced by -a (O_APPEND is not for splice), -P and -p; and the
 # reproductions of issue 14 as reported.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/leaves_lib.bash"
 
 leaves_matrix \
 	"buf_append|-m 256K -a" \
-	"buf_rate|-m 256K -L 1G" \
 	"buf_startmark|-m 256K -P 50" \
 	"buf_resumemark|-m 256K -p 50"
 

@@ -37,6 +37,30 @@ want_same "$T/in3" "$T/o1"
 within 750 15000
 end
 
+# The same from a pipe and into one, on every path: the kernel path (one
+# output, where a pipe on either side could go straight through in one
+# splice(2), bypassing the output thread that paces) and the buffer path.
+for how in kernel --no-splice; do
+	begin "rate_2M_3MiB_pipe_to_pipe_$how"
+	opt=()
+	[ "$how" = kernel ] || opt=("$how")
+	t0=$(now_ms)
+	cat "$T/in3" | pp "${opt[@]}" --stats -L 2M 2>"$E" | cat >"$T/o1"
+	st=("${PIPESTATUS[@]}")
+	MS=$(($(now_ms) - t0))
+	want_status "${st[1]}" 0
+	want_same "$T/in3" "$T/o1"
+	# No burst here: all but the first chunk (rate/20) is paced, 1.45 s;
+	# a pass straight through, unpaced, took 0.9 s.
+	within 1200 15000
+	if [ "$how" = kernel ]; then
+		want_grep '^pagepipe: [0-9]+ bytes .*, by splice\(2\)$' "$E" "the --stats path"
+	else
+		want_grep '^pagepipe: [0-9]+ bytes .*, through the buffer$' "$E" "the --stats path"
+	fi
+	end
+done
+
 # Each output has its own limit: two outputs at 2M/s still take ~1.5 s for 3 MiB.
 begin rate_2M_each_of_two_outputs
 timed pp -L 2M -i "$T/in3" -o "$T/o1" -o "$T/o2" 2>"$E"

@@ -487,8 +487,6 @@ static int choose_path(struct pt_engine *e)
 {
 	const struct pt_opts *o = e->o;
 	bool in_memory = o->no_splice || o->start_pct || o->resume_pct != 100 || o->spill_dir;
-	for (int i = 0; i < e->n; i++)
-		in_memory = in_memory || e->outs[i].rate;
 	if (!in_memory && pt_kernel_setup(e))
 		return 0;
 	return pt_pagepipe_setup(e);
@@ -577,4 +575,40 @@ void pt_engine_join(struct pt_engine *e)
 		if (e->outs[i].started)
 			pthread_join(e->outs[i].thread, NULL);
 	paths[e->path].release(e);
+}
+
+/* ---- the rate limit (engine_path.h) ----------------------------------- */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void pt_pacer_init(struct pt_pacer *pc, uint64_t rate, size_t block)
+{
+	pc->rate = rate;
+	pc->chunk = rate / 20 ? (size_t)(rate / 20) : 1;
+	if (pc->chunk > block)
+		pc->chunk = block;
+	pc->due = 0;
+}
+
+void pt_pacer_wait(struct pt_pacer *pc)
+{
+	uint64_t now = now_ns();
+	if (pc->due < now)
+		pc->due = now; /* no credit saved up while the output was slow */
+	if (pc->due > now) {
+		uint64_t d = pc->due - now;
+		struct timespec ts = { (time_t)(d / 1000000000u), (long)(d % 1000000000u) };
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+	}
+}
+
+void pt_pacer_paid(struct pt_pacer *pc, size_t bytes)
+{
+	pc->due += (uint64_t)((double)bytes * 1e9 / (double)pc->rate);
 }

@@ -3,10 +3,11 @@
  * output, tee(2) and splice(2) for several, through chains of kernel pipes.
  * This file never calls libpagepipe; the data never enters the process.
  *
- * When every descriptor is of a kind splice(2) takes and no output has a
- * rate limit or watermarks, nothing needs the data in this process's
- * memory: the kernel can move and share page references, as pv does for
- * one output, and no byte is copied here.  Each output's buffer is then a
+ * When every descriptor is of a kind splice(2) takes and there are no
+ * watermarks, nothing needs the data in this process's memory (a rate
+ * limit is paced by the output threads, pt_pacer): the kernel can move
+ * and share page references, as pv does for one output, and no byte is
+ * copied here.  Each output's buffer is then a
  * chain of kernel pipes of up to 1 MiB each (the unprivileged
  * pipe-max-size), used in turn like the slots of a ring:
  *
@@ -691,6 +692,9 @@ void *pt_kernel_output_main(void *out_arg)
 	struct kchain *k = kp->chain[a->i];
 	uint64_t r = 0, done = 0; /* pipe being drained, bytes taken from it */
 	bool waited = false;      /* the last splice moved nothing and was waited after */
+	struct pt_pacer pc = { 0 };
+	if (out->rate)
+		pt_pacer_init(&pc, out->rate, e->o->block);
 
 	while (!atomic_load(&e->fatal)) {
 		int idx = (int)(r % (uint64_t)atomic_load(&k->n));
@@ -744,7 +748,7 @@ void *pt_kernel_output_main(void *out_arg)
 			pt_wait_fd(rfd, POLLIN, k->data_efd);
 			continue;
 		}
-		size_t len = e->o->block;
+		size_t len = out->rate ? pc.chunk : e->o->block;
 		if (filled != OPEN_PIPE && filled - done < len)
 			len = (size_t)(filled - done);
 		uint64_t may = pt_share_turn(e, out); /* outputs sharing a position take turns */
@@ -752,9 +756,13 @@ void *pt_kernel_output_main(void *out_arg)
 			continue;
 		if (may < len)
 			len = (size_t)may;
+		if (out->rate)
+			pt_pacer_wait(&pc);
 		ssize_t n = splice(rfd, NULL, out->fd, NULL, len,
 		                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 		if (n > 0) {
+			if (out->rate)
+				pt_pacer_paid(&pc, (size_t)n);
 			done += (uint64_t)n;
 			atomic_fetch_add(&out->written, (uint64_t)n);
 			waited = false;
@@ -912,8 +920,9 @@ bool pt_kernel_setup(struct pt_engine *e)
 		kernel_path_free(kp);
 		return false;
 	}
-	/* splice(2) needs a pipe on one side to go straight through. */
-	kp->straight = e->n == 1 && (is_pipe(e->in_fd) || is_pipe(e->outs[0].fd));
+	/* splice(2) needs a pipe on one side to go straight through; a rate
+	 * limit needs every byte to go through the output thread, which paces. */
+	kp->straight = e->n == 1 && !e->outs[0].rate && (is_pipe(e->in_fd) || is_pipe(e->outs[0].fd));
 	struct stat st;
 	bool out_stat = kp->straight && fstat(e->outs[0].fd, &st) == 0;
 	kp->straight_blocks = out_stat && (S_ISREG(st.st_mode) || S_ISCHR(st.st_mode));

@@ -102,13 +102,6 @@ struct pagepipe_path {
 	_Atomic int waiters;
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Pages held now: the memory the limit bounds (a block being read holds
  * its pages before the data arrives, and a trickling source a page per
  * chunk, so this is not the byte count). */
@@ -216,56 +209,6 @@ static bool room_ready(struct pagepipe_path *p)
 
 /* ---- the output threads -------------------------------------------- */
 
-/*
- * The rate limit paces bytes: an output writes at most one chunk of
- * rate/20 bytes at a time (1 byte at -L 1, at most a block), and a chunk
- * starts once the bytes written before it are paid for at the rate (`due`,
- * output thread only).  So the first chunk goes at once, and an output
- * that was slower than its rate (a slow reader) saves up no credit for a
- * burst afterwards.  Writes of at least a page would hold back
- * the first bytes of a low rate for 4096 / rate seconds (41 s at -L 100,
- * an hour at -L 1).
- */
-struct pacer {
-	uint64_t rate;  /* bytes per second */
-	size_t chunk;   /* the most written at once */
-	uint64_t due;   /* ns: the bytes written so far are paid for then */
-};
-
-static void pacer_init(struct pacer *pc, uint64_t rate, size_t block)
-{
-	pc->rate = rate;
-	pc->chunk = rate / 20 ? (size_t)(rate / 20) : 1;
-	if (pc->chunk > block)
-		pc->chunk = block;
-	pc->due = 0;
-}
-
-static uint64_t pacer_ns(const struct pacer *pc, uint64_t bytes)
-{
-	return (uint64_t)((double)bytes * 1e9 / (double)pc->rate);
-}
-
-/* Sleep until the next chunk may start. */
-static void pacer_wait(struct pacer *pc)
-{
-	uint64_t now = now_ns();
-	if (pc->due < now)
-		pc->due = now; /* no credit saved up while the output was slow */
-	if (pc->due > now) {
-		uint64_t d = pc->due - now;
-		struct timespec ts = { (time_t)(d / 1000000000u), (long)(d % 1000000000u) };
-		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-			;
-	}
-}
-
-/* `bytes` went out. */
-static void pacer_paid(struct pacer *pc, size_t bytes)
-{
-	pc->due += pacer_ns(pc, bytes);
-}
-
 /* Drop whatever the pipe holds (the output is finished or failed). */
 static void discard_backlog(struct pp_end *r)
 {
@@ -318,13 +261,13 @@ void *pt_pagepipe_output_main(void *out_arg)
 	struct pt_output *out = &e->outs[a->i];
 	struct out_pipe *op = &p->out[a->i];
 	struct iovec iov[MAX_IOV];
-	struct pacer pc = { 0 };
+	struct pt_pacer pc = { 0 };
 	size_t chunk = e->o->block;
 	bool gate_open = e->o->start_pct == 0;
 	uint64_t done = 0; /* bytes of the spill file written out (out->unspilled) */
 
 	if (out->rate) {
-		pacer_init(&pc, out->rate, e->o->block);
+		pt_pacer_init(&pc, out->rate, e->o->block);
 		chunk = pc.chunk;
 	}
 	for (;;) {
@@ -375,7 +318,7 @@ void *pt_pagepipe_output_main(void *out_arg)
 			k++;
 		}
 		if (out->rate)
-			pacer_wait(&pc);
+			pt_pacer_wait(&pc);
 		ssize_t w = writev(out->fd, iov, k);
 		if (w < 0) {
 			if (errno == EINTR)
@@ -395,7 +338,7 @@ void *pt_pagepipe_output_main(void *out_arg)
 			pt_spill_done_upto(&op->spill, done, done == atomic_load(&out->spilled));
 		}
 		if (out->rate)
-			pacer_paid(&pc, (size_t)w);
+			pt_pacer_paid(&pc, (size_t)w);
 		atomic_fetch_add(&out->written, (uint64_t)w);
 		pt_share_wrote(e, out);
 		notify(p);

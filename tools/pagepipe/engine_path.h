@@ -74,6 +74,28 @@ void pt_set_fatal(struct pt_engine *e);
 uint64_t pt_share_turn(struct pt_engine *e, struct pt_output *out);
 void pt_share_wrote(struct pt_engine *e, struct pt_output *out);
 
+/*
+ * The rate limit (-L), on every path: an output writes at most one chunk of
+ * rate/20 bytes at a time (1 byte at -L 1, at most a block), and a chunk
+ * starts once the bytes written before it are paid for at the rate (`due`,
+ * the output thread's own).  So the first chunk goes at once, and an output
+ * that was slower than its rate (a slow reader) saves up no credit for a
+ * burst afterwards.  Writes of at least a page would hold back the first
+ * bytes of a low rate for 4096 / rate seconds (41 s at -L 100, an hour at
+ * -L 1).
+ */
+struct pt_pacer {
+	uint64_t rate; /* bytes per second */
+	size_t chunk;  /* the most written at once */
+	uint64_t due;  /* ns: the bytes written so far are paid for then */
+};
+
+void pt_pacer_init(struct pt_pacer *pc, uint64_t rate, size_t block);
+/* Sleep until the next chunk may start. */
+void pt_pacer_wait(struct pt_pacer *pc);
+/* `bytes` went out. */
+void pt_pacer_paid(struct pt_pacer *pc, size_t bytes);
+
 /* The time ms milliseconds from now, as pthread_cond_timedwait takes it. */
 struct timespec pt_deadline(int ms);
 
