@@ -387,17 +387,20 @@ static enum in_step input_straight(struct kernel_path *kp, bool input_ready, boo
  * short move it sleeps PAUSE_NS (plus the timer slack, 50 us by default)
  * and lets the input pipe (grown to 1 MiB, endpoint.c) gather the next
  * writes, then moves them in one call.  Only where that pays:
- *   - a move of less than a page, or one that left the input's total
- *     inside a page: a producer writing less than a page at a time (dd's
- *     512 bytes), each of whose moves costs a call and, into a pipe, an
- *     output slot for a part-filled page;
+ *   - a move of less than a page: a producer writing less than a page at
+ *     a time (dd's 512 bytes), each of whose moves costs a call;
+ *   - into a pipe, a move that left the input's total inside a page: the
+ *     part-filled page would take an output slot of its own;
  *   - into a pipe (the move shares pages: nearly free), any move below
  *     PAUSE_BELOW: the producer, not this thread, sets the pace, and idling
  *     costs nothing.  Not into a file: there the move copies the bytes,
  *     as dear as the producer's own write, and time spent asleep is time
  *     the copy would need (measured, 256 MiB into a tmpfs file: 8% slower
  *     with head -c's 8 KiB writes, 15% with dd bs=4k, though with less
- *     CPU; into `cat': 0.36 -> 0.30 s and 0.17 -> 0.07 s of CPU).
+ *     CPU; into `cat': 0.36 -> 0.30 s and 0.17 -> 0.07 s of CPU).  So
+ *     into a file only a sub-page move pauses, whatever the total: tar's
+ *     10 KiB records leave it inside a page after every other one, and
+ *     pausing there cost tar -> a tmpfs file 9% (design.md).
  * Figures from bench_tool.sh -c real are in docs/design.md.
  */
 #define PAUSE_NS 20000
@@ -411,9 +414,11 @@ static void gather_pause(void)
 
 static bool straight_pause(struct kernel_path *kp, size_t moved)
 {
-	if (moved < 4096 || atomic_load(&kp->e->bytes_in) % 4096 != 0)
+	if (moved < 4096)
 		return true;
-	return !kp->straight_blocks && moved < PAUSE_BELOW;
+	if (kp->straight_blocks)
+		return false;
+	return atomic_load(&kp->e->bytes_in) % 4096 != 0 || moved < PAUSE_BELOW;
 }
 
 /*
