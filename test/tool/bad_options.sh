@@ -90,6 +90,24 @@ want_status $? 2
 want_grep "^pagepipe: option '--append' doesn't allow an argument\$" "$E" stderr
 end
 
+# pv's -s is the input's size; pagepipe's is the block size (as mbuffer's).
+# A size past the block's range names --size; one within it (or a bad
+# spelling) does not.
+begin block_too_big_names_size_option
+pp -s 10G </dev/null >"$T/out" 2>"$E"
+want_status $? 2
+want_grep "^pagepipe: block size '10G' out of range \\(4096\\.\\.16777216 bytes\\); the input's size, pv's -s, is --size=SIZE\$" "$E" stderr
+pp --block=17M </dev/null >"$T/out" 2>"$E"
+want_status $? 2
+want_grep "pv's -s, is --size=SIZE\$" "$E" stderr
+pp -s 4095 </dev/null >"$T/out" 2>"$E"
+want_status $? 2
+! grep -q -- '--size' "$E" || bad "a block below the range named --size: $(head -n 1 "$E")"
+pp -s 12X </dev/null >"$T/out" 2>"$E"
+want_status $? 2
+! grep -q -- '--size' "$E" || bad "an invalid block size named --size: $(head -n 1 "$E")"
+end
+
 begin unknown_long_option_named
 pp --bogus=3 </dev/null 2>"$E"
 want_status $? 2

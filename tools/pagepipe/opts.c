@@ -229,8 +229,15 @@ enum pt_action pt_parse_args(int argc, char *argv[], struct pt_opts *o, char *er
 			break;
 		case 's':
 			if (size_arg("block size", optarg, PT_BLOCK_MIN, PT_BLOCK_MAX, &o->block, err,
-			             errlen))
+			             errlen)) {
+				/* pv's -s is the input's size: say where that is. */
+				uint64_t v;
+				if (pt_parse_size(optarg, &v) == 0 && v > PT_BLOCK_MAX &&
+				    strlen(err) + 1 < errlen)
+					snprintf(err + strlen(err), errlen - strlen(err),
+					         "; the input's size, pv's -s, is --size=SIZE");
 				return PT_USAGE_ERROR;
+			}
 			break;
 		case 'P':
 			if (pt_parse_pct(optarg, &o->start_pct))
