@@ -202,6 +202,30 @@ ssize_t ppi_result_fail(int err, bool sigpipe, int fl)
 
 /* ---- waiting ----------------------------------------------------------- */
 
+/*
+ * A spinner's yield (see ppi_ring_spin) helps only when another thread is
+ * runnable on its CPU, perhaps the one it waits for; otherwise it is a
+ * system call for nothing, and in a VM a dear one (sched_yield took 1.2-1.4
+ * us here, 64 pauses as long), during which the spinner does not look.  So
+ * a yield that came straight back makes the next ones sparser, up to one
+ * look in YIELD_SPARSE, and one that gave the CPU away (took longer than
+ * YIELD_IDLE_NS) makes every look yield again.  Per thread: it describes
+ * the CPU the thread runs on, not a ring.
+ */
+#define YIELD_IDLE_NS 5000
+#define YIELD_SPARSE 4
+static __thread unsigned yield_every = 1;
+
+static void spin_yield(void)
+{
+	uint64_t t = ppi_now_ns();
+	sched_yield();
+	if (ppi_now_ns() - t < YIELD_IDLE_NS)
+		yield_every = yield_every < YIELD_SPARSE ? yield_every * 2 : YIELD_SPARSE;
+	else
+		yield_every = 1;
+}
+
 /* Spin, without the lock and reading only, until side's condition looks
  * true or the spin budget is spent.  The pauses between looks grow, so as
  * not to keep stealing the cache line from the thread making progress.
@@ -225,6 +249,7 @@ unsigned ppi_ring_spin(struct ppi_ring *r, int side)
 		budget = ppi_spin_limit; /* a shared ring's word may say anything */
 	unsigned spun = 0;
 	bool ready = false;
+	unsigned looks = 0;
 	for (unsigned step = 1; spun < budget; spun += step) {
 		for (unsigned i = 0; i < step; i++)
 			ppi_cpu_relax();
@@ -232,8 +257,8 @@ unsigned ppi_ring_spin(struct ppi_ring *r, int side)
 			break;
 		if (step < 64)
 			step <<= 1;
-		else
-			sched_yield(); /* the thread we wait for may share our CPU */
+		else if (++looks % yield_every == 0)
+			spin_yield();
 	}
 	unsigned next = ready ? budget * 2 : budget / 8;
 	if (next > ppi_spin_limit)
