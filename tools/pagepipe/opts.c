@@ -232,7 +232,7 @@ enum pt_action pt_parse_args(int argc, char *argv[], struct pt_opts *o, char *er
 			             errlen)) {
 				/* pv's -s is the input's size: say where that is. */
 				uint64_t v;
-				if (pt_parse_size(optarg, &v) == 0 && v > PT_BLOCK_MAX &&
+				if (errlen && pt_parse_size(optarg, &v) == 0 && v > PT_BLOCK_MAX &&
 				    strlen(err) + 1 < errlen)
 					snprintf(err + strlen(err), errlen - strlen(err),
 					         "; the input's size, pv's -s, is --size=SIZE");
