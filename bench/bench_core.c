@@ -17,8 +17,9 @@
  * and the project's target for that ratio with MET or MISSED.
  *
  * Data is checked, not assumed: the byte at stream position p is p % 251,
- * so the reader checks the first and last byte of every read against its
- * position and compares one read in 16 in full; the byte total received
+ * so the reader checks the first and last byte of every 4 KiB page of the
+ * stream it reads against its position and compares one page in 16 in full
+ * (bench.h's check); the byte total received
  * must equal the total written; ping-pong checks each echoed byte.  Lost or
  * corrupted data makes the program exit 1.  Missing a target does not: this
  * is a report, not a test, and absolute figures on a small shared machine

@@ -80,8 +80,8 @@
  *
  * Usage: bench_zerocopy [-q] [-s] [-r REPS] [-c CASE]
  *   -q       quick mode (1/16 of the work, 3 repetitions): a smoke run
- *   -s       readers compare one segment in 16 in full and the first and
- *            last byte of every other (bench_core's sampling), to take the
+ *   -s       readers compare one 4 KiB page of the stream in 16 in full and
+ *            the first and last byte of every other (bench.h's check), to take the
  *            readers' comparison out of the figures; byte counts stay exact
  *   -r REPS  repetitions per measurement (default 5)
  *   -c CASE  only the parts whose name contains CASE: "pipe", "mover",
@@ -553,8 +553,8 @@ static void part_fanout(int reps, double scale)
  * into the source (the stream's producer), hands it to the n pipes
  * (pp_fanout, or pp_read + n pp_write for copying), then, for each pipe,
  * does a reader's pp_peek, checks the segments and pp_consume.  Readers
- * check by sampling here (one segment in 16 in full, the ends of the
- * others), whatever -s says: what a reader does with the bytes is the
+ * check by sampling here (one page of the stream in 16 in full, the ends
+ * of the others), whatever -s says: what a reader does with the bytes is the
  * application's cost, the same for every way of delivering them, and on
  * one thread it would be counted n times.  Returns source bytes per second;
  * fa_split[variant] keeps the last run's microseconds per block in each
@@ -569,7 +569,6 @@ static double run_fan_alone(int n, int copying, long blocks)
 	struct iovec iov[PEEK_SEGS];
 	unsigned char *buf = bench_buf(BLOCK);
 	unsigned long long pos = 0;
-	unsigned long seq[MAX_READERS] = { 0 };
 	double t[3] = { 0, 0, 0 };
 	int err = 0, bad = 0;
 	if (!buf)
@@ -596,7 +595,7 @@ static double run_fan_alone(int n, int copying, long blocks)
 			ssize_t k = pp_peek(f.out[i][0], iov, PEEK_SEGS);
 			size_t got = 0;
 			for (ssize_t j = 0; j < k; j++) {
-				bad |= check(iov[j].iov_base, iov[j].iov_len, pos + got, seq[i]++, 1);
+				bad |= check(iov[j].iov_base, iov[j].iov_len, pos + got, 1);
 				got += iov[j].iov_len;
 			}
 			if (k < 0 || got != BLOCK || pp_consume(f.out[i][0], got) != (ssize_t)got)
@@ -972,7 +971,7 @@ int main(int argc, char **argv)
 {
 	struct bench_opts o = {
 		.flags = "s",
-		.flags_help = "  -s       readers sample their comparison (1 segment in 16 in full)\n",
+		.flags_help = "  -s       readers sample their comparison (1 page in 16 in full)\n",
 		.case_help = "only the parts whose name contains CASE: pipe, mover, fanout,\n"
 		             "           fanout alone, file, memory",
 	};
@@ -984,7 +983,7 @@ int main(int argc, char **argv)
 	 * right one; valid for chunks of up to 1 MiB. */
 	bench_pattern(PERIOD, MiB, 1);
 	printf("%s, readers compare %s\n\n", bench_how(&o),
-	       sampled ? "1 segment in 16 (sampled)" : "every byte");
+	       sampled ? "1 page in 16 (sampled)" : "every byte");
 	fflush(stdout);
 
 	if (!o.only || strstr("pipe", o.only) || strstr("mover", o.only))
