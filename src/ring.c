@@ -197,6 +197,28 @@ static inline size_t min_size(size_t a, size_t b)
 	return a < b ? a : b;
 }
 
+/*
+ * How many of pages[0..n) lie one after another in memory from pages[0]'s
+ * address on (at least 1): one copy then covers them.  Not for fewer
+ * calls: when another CPU has read lines of a page (the reader of the
+ * bytes it held before), a copy into it waits for those lines at its
+ * start, and copies of a page each wait once a page; one copy across the
+ * run overlaps the waits.  Measured between two processes, a writer
+ * filling 8 pages a reader had read: 12.8 GB/s page by page, 19 GB/s in
+ * one copy (and 16 against 44 GB/s when the reader had looked at only the
+ * first and last line of each page).  A shared memory's pages are one
+ * mapping, and its allocator hands drained pages back in the order they
+ * were drained (ppi_shm_pages_put), so a writer's batch is usually one run.
+ */
+static unsigned pages_adjacent(struct ppi_call *c, const uint32_t *pages, unsigned n)
+{
+	unsigned char *first = ppi_call_addr(c, pages[0]);
+	unsigned run = 1;
+	while (run < n && ppi_call_addr(c, pages[run]) == first + (size_t)run * PP_PAGE_SIZE)
+		run++;
+	return run;
+}
+
 /* Most buffers a reader takes out of the ring to copy outside the lock (on
  * its stack); a writer's batches are ppi_call_batch (call.h). */
 #define BATCH_MAX PPI_BATCH_MAX
@@ -229,8 +251,10 @@ static int write_batch(struct ppi_call *c, int fl, struct ppi_iter *it, unsigned
 	if (!c->shm)
 		got = ppi_call_pages(c, pages, k);
 	struct ppi_iter at = *it;
-	for (unsigned i = 0; i < got; i++)
-		iter_from(&at, ppi_call_addr(c, pages[i]), min_size(PP_PAGE_SIZE, at.left));
+	for (unsigned i = 0, run; i < got; i += run) {
+		run = pages_adjacent(c, pages + i, got - i);
+		iter_from(&at, ppi_call_addr(c, pages[i]), min_size(run * PP_PAGE_SIZE, at.left));
+	}
 	if ((err = ppi_call_relock(c)))
 		return err; /* a shared ring's pages stay held: they come back with us */
 	if (!got)
@@ -542,10 +566,18 @@ ssize_t ppi_ring_read(struct ppi_ring *r, struct ppi_shm *shm, int fl, struct pp
 	}
 	ppi_call_unlock(&c);
 	size_t pos = 0;
-	for (unsigned i = 0; i < ntaken; i++) {
+	for (unsigned i = 0, j; i < ntaken; i = j) {
+		/* Buffers whose bytes follow each other in memory and in the
+		 * read go in one copy, as a writer's do (pages_adjacent). */
+		unsigned char *src = ppi_call_addr(&c, taken[i].page) + taken[i].offset;
+		size_t len = taken[i].len;
+		for (j = i + 1; j < ntaken && taken[j].dst == taken[i].dst + len &&
+		                ppi_call_addr(&c, taken[j].page) + taken[j].offset == src + len;
+		     j++)
+			len += taken[j].len;
 		iter_skip(it, taken[i].dst - pos); /* what was copied under the lock */
-		iter_to(it, ppi_call_addr(&c, taken[i].page) + taken[i].offset, taken[i].len);
-		pos = taken[i].dst + taken[i].len;
+		iter_to(it, src, len);
+		pos = taken[i].dst + len;
 	}
 	spans_put(&c, taken, ntaken);
 	if (err == EIO && planned)
@@ -558,13 +590,23 @@ ssize_t ppi_ring_read(struct ppi_ring *r, struct ppi_shm *shm, int fl, struct pp
 int ppi_call_drop_bytes(struct ppi_call *c, size_t n)
 {
 	struct ppi_ring *r = c->r;
+	/* The emptied buffers' pages go back in runs of one kind, in order, so
+	 * that a shared memory hands them out again in that order (see
+	 * pages_adjacent).  A holder that dies before the run goes back leaves
+	 * pages marked in a ring that no buffer names: the rebuild after its
+	 * death makes them idle. */
+	uint32_t pages[BATCH_MAX], run_flags = 0;
+	unsigned run = 0;
+	int err = 0;
 	/* At most the ring's buffers: a shared ring's head and tail may be
 	 * moved under us by a peer that ignores the lock. */
 	for (uint32_t k = 0; n; k++) {
 		uint32_t tail = LOAD(r->tail);
 		struct ppi_buf b;
-		if (tail == LOAD(r->head) || k > c->mask || !ppi_call_buf(c, tail, &b))
-			return c->shm ? ppi_shm_corrupt(c->shm) : EIO;
+		if (tail == LOAD(r->head) || k > c->mask || !ppi_call_buf(c, tail, &b)) {
+			err = c->shm ? ppi_shm_corrupt(c->shm) : EIO;
+			break;
+		}
 		uint32_t take = b.len < n ? b.len : (uint32_t)n;
 		b.offset += take;
 		b.len -= take;
@@ -572,11 +614,19 @@ int ppi_call_drop_bytes(struct ppi_call *c, size_t n)
 		n -= take;
 		ppi_call_set_span(c, tail, b);
 		if (!b.len) {
-			ppi_call_put(c, b.flags, &b.page, 1);
+			if (run == BATCH_MAX ||
+			    (run && ppi_buf_ops_of(b.flags) != ppi_buf_ops_of(run_flags))) {
+				ppi_call_put(c, run_flags, pages, run);
+				run = 0;
+			}
+			pages[run++] = b.page;
+			run_flags = b.flags;
 			atomic_store_explicit(&r->tail, tail + 1, memory_order_release);
 		}
 	}
-	return 0;
+	if (run)
+		ppi_call_put(c, run_flags, pages, run);
+	return err;
 }
 
 /* ---- closing a side ------------------------------------------------- */

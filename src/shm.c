@@ -468,6 +468,19 @@ unsigned ppi_shm_pages_get(struct ppi_shm *v, uint32_t *pages, unsigned n)
 			break;
 		pages[got++] = p;
 	}
+	/* In address order: pages drained in runs of other sizes than they
+	 * were taken in come back interleaved, and a pipe that only ever
+	 * recycled its own pages would keep them shuffled for good; sorted,
+	 * a batch is mostly runs of adjacent pages, which a writer fills with
+	 * one copy each (ring.c's pages_adjacent).  At most a batch: an
+	 * insertion sort. */
+	for (unsigned i = 1; i < got; i++) {
+		uint32_t p = pages[i];
+		unsigned j = i;
+		for (; j > 0 && pages[j - 1] > p; j--)
+			pages[j] = pages[j - 1];
+		pages[j] = p;
+	}
 	return got;
 }
 
@@ -511,7 +524,10 @@ void ppi_shm_pages_put(struct ppi_shm *v, const uint32_t *pages, unsigned n)
 {
 	struct ppi_shm_hdr *hdr = v->hdr;
 	uint32_t data_pages = LOAD(hdr->data_pages);
-	for (unsigned i = 0; i < n; i++) {
+	/* Last first: the idle list is a stack, so the pages come off it in
+	 * the order they were drained, a run of adjacent pages as a run that
+	 * a writer fills in one copy (ring.c's pages_adjacent). */
+	for (unsigned i = n; i-- > 0;) {
 		uint32_t p = pages[i];
 		if (!p || p >= data_pages || p >= PPI_SHM_MAX_PAGES)
 			continue; /* checked when it was taken; never ours to give */
