@@ -258,12 +258,29 @@ void ppi_handles_free(const uint32_t *pages, unsigned n)
 	ppi_unlock(&pool_lock);
 }
 
+/* pages[0..n) in address order (an insertion sort: n is a batch). */
+static void sort_by_addr(uint32_t *pages, unsigned n)
+{
+	for (unsigned i = 1; i < n; i++) {
+		uint32_t h = pages[i];
+		void *a = ppi_page_slot(h)->addr;
+		unsigned j = i;
+		for (; j > 0 && (uintptr_t)ppi_page_slot(pages[j - 1])->addr > (uintptr_t)a; j--)
+			pages[j] = pages[j - 1];
+		pages[j] = h;
+	}
+}
+
+/* A batch in address order, as a shared memory hands out its pages
+ * (shm.c's ppi_shm_pages_get): adjacent pages, which fresh mappings often
+ * are, then take one copy each (ring.c's pages_adjacent). */
 unsigned ppi_page_get_many(uint32_t *pages, unsigned n)
 {
 	unsigned got = 0;
 	ppi_lock(&pool_lock);
 	while (got < n && (pages[got] = page_take()))
 		got++;
+	sort_by_addr(pages, got);
 	ppi_unlock(&pool_lock);
 	return got;
 }
@@ -271,7 +288,9 @@ unsigned ppi_page_get_many(uint32_t *pages, unsigned n)
 void ppi_page_put_many(const uint32_t *pages, unsigned n)
 {
 	bool locked = false;
-	for (unsigned i = 0; i < n; i++) {
+	/* Last first: the idle list is a stack, so they come off it in the
+	 * order they were drained. */
+	for (unsigned i = n; i-- > 0;) {
 		if (!ppi_page_unref(pages[i]))
 			continue;
 		if (!locked) {
