@@ -413,7 +413,10 @@ ssize_t pp_consume(struct pp_end *in, size_t n);
  * (on a PP_SHARED pipe: the space comes back, readers never see it).  A
  * forked child does not inherit its parent's reservation.  With pp_peek
  * and pp_consume on the other end no byte is copied, between threads or,
- * on a PP_SHARED pipe, between processes.  Errors: EBADF (not a write
+ * on a PP_SHARED pipe, between processes.  The pages come in address
+ * order and are often adjacent (iov[i + 1] starting where iov[i] ends): a
+ * producer may fill such a run as one buffer, which is faster when a
+ * reader on another CPU has just read them.  Errors: EBADF (not a write
  * end), EINVAL (max < 0 or above IOV_MAX; for pp_commit, n more than was
  * reserved, and the reservation stays), EFAULT (iov NULL), EBUSY (the
  * handle has a reservation, or another thread is ending it), EAGAIN,

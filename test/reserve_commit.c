@@ -4,7 +4,8 @@
  * readers do not see until the commit and that count as used for other
  * writers; a commit publishes exactly its first n bytes, in order, and
  * gives the rest back (pages counted); the errors (EBADF, EINVAL, EFAULT,
- * EBUSY, EAGAIN, EPIPE); packet mode; pp_close giving an uncommitted
+ * EBUSY, EAGAIN, EPIPE); packet mode; pages handed out in address order;
+ * pp_close giving an uncommitted
  * reservation back; a forked child that does not inherit one; records of
  * at most PP_PIPE_BUF bytes committed by several writers arrive whole;
  * and across processes, a writer process that reserves and commits into a
@@ -248,6 +249,48 @@ struct blocked {
 	struct pp_end *w;
 	ssize_t got;
 };
+
+/*
+ * A reservation's pages come in address order (the header says so: a
+ * producer may fill adjacent ones as one buffer), even after a reader
+ * drained the pages one at a time, which leaves them on the idle list in
+ * the reverse order.  Each round the pages drained last are the ones
+ * reserved next; the bytes written through the run arrive in order.
+ */
+static void address_order(int shared)
+{
+	struct pp_end *e[2];
+	struct iovec iov[8];
+	static unsigned char buf[8 * PP_PAGE_SIZE];
+	CHECK_EQ(pp_pipe(e, PP_NONBLOCK | (shared ? PP_SHARED : 0)), 0);
+	size_t pos = 0;
+	for (int round = 0; round < 4; round++) {
+		tp_fill(buf, sizeof buf, SEED, pos);
+		CHECK_EQ(pp_write(e[1], buf, sizeof buf), (ssize_t)sizeof buf);
+		for (int i = 0; i < 8; i++) {
+			CHECK_EQ(pp_peek(e[0], iov, 1), 1);
+			CHECK_EQ(tp_verify(iov[0].iov_base, PP_PAGE_SIZE, SEED, pos), -1);
+			CHECK_EQ(pp_consume(e[0], PP_PAGE_SIZE), PP_PAGE_SIZE);
+			pos += PP_PAGE_SIZE;
+		}
+		CHECK_EQ(pp_reserve(e[1], iov, 8, sizeof buf), 8);
+		for (int i = 1; i < 8; i++)
+			CHECK((uintptr_t)iov[i - 1].iov_base < (uintptr_t)iov[i].iov_base);
+		CHECK_EQ(pp_commit(e[1], 0), 0);
+	}
+	CHECK_EQ(pp_close(e[0]), 0);
+	CHECK_EQ(pp_close(e[1]), 0);
+}
+
+static void address_order_private(void)
+{
+	address_order(0);
+}
+
+static void address_order_shared(void)
+{
+	address_order(1);
+}
 
 static void *reserve_blocked(void *arg)
 {
@@ -549,6 +592,8 @@ int main(void)
 	RUN(epipe_private);
 	RUN(epipe_shared);
 	RUN(packets);
+	RUN(address_order_private);
+	RUN(address_order_shared);
 	RUN(blocks_until_room);
 	RUN(records_whole);
 	RUN(across_processes);
