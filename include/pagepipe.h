@@ -397,11 +397,15 @@ ssize_t pp_consume(struct pp_end *in, size_t n);
 
 /*
  * The zero-copy writer.  pp_reserve fills iov[0..max) with free space of
- * the pipe of `out` to write in place: up to len bytes, one segment per
- * fresh page (PP_PAGE_SIZE bytes each, the last one shorter), at most 64
- * pages, and on a PP_SHARED pipe at most half its capacity (so the reader
- * drains one half while the writer fills the other, as pp_write's batches
- * do), not yet visible to readers.  It waits like pp_write() for room
+ * the pipe of `out` to write in place: up to len bytes of fresh pages, at
+ * most max pages and 64, and on a PP_SHARED pipe at most half its capacity
+ * (so the reader drains one half while the writer fills the other, as
+ * pp_write's batches do), not yet visible to readers.  The pages come in
+ * address order, one segment per run of pages adjacent in memory (whole
+ * pages, PP_PAGE_SIZE bytes each, the last segment ending where len does):
+ * a run filled in one copy is faster than page by page when a reader on
+ * another CPU has just read those pages.  In packet mode each segment is
+ * one page.  It waits like pp_write() for room
  * (EAGAIN with PP_NONBLOCK) and returns the number of segments (at least
  * one), or 0 when len or max is 0.  The space counts as used for other
  * writers until pp_commit publishes the first n bytes of it, in order
@@ -413,10 +417,7 @@ ssize_t pp_consume(struct pp_end *in, size_t n);
  * (on a PP_SHARED pipe: the space comes back, readers never see it).  A
  * forked child does not inherit its parent's reservation.  With pp_peek
  * and pp_consume on the other end no byte is copied, between threads or,
- * on a PP_SHARED pipe, between processes.  The pages come in address
- * order and are often adjacent (iov[i + 1] starting where iov[i] ends): a
- * producer may fill such a run as one buffer, which is faster when a
- * reader on another CPU has just read them.  Errors: EBADF (not a write
+ * on a PP_SHARED pipe, between processes.  Errors: EBADF (not a write
  * end), EINVAL (max < 0 or above IOV_MAX; for pp_commit, n more than was
  * reserved, and the reservation stays), EFAULT (iov NULL), EBUSY (the
  * handle has a reservation, or another thread is ending it), EAGAIN,

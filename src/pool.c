@@ -273,7 +273,7 @@ static void sort_by_addr(uint32_t *pages, unsigned n)
 
 /* A batch in address order, as a shared memory hands out its pages
  * (shm.c's ppi_shm_pages_get): adjacent pages, which fresh mappings often
- * are, then take one copy each (ring.c's pages_adjacent). */
+ * are, then take one copy each (call.h's ppi_call_run). */
 unsigned ppi_page_get_many(uint32_t *pages, unsigned n)
 {
 	unsigned got = 0;

@@ -103,18 +103,29 @@ unsigned ppi_resv_take(struct ppi_call *c, uint32_t *pages, uint32_t k)
 	return c->shm ? ppi_call_pages(c, pages, k) : 0;
 }
 
-/* iov[0..n) for pages[0..n), to hold len bytes: a page each, the last
- * shorter if len ends in it.  The bytes they cover. */
-size_t ppi_resv_iov(struct ppi_call *c, const uint32_t *pages, unsigned n, size_t len,
-                    struct iovec *iov)
+/*
+ * Lay pages[0..n) out in iov to hold len bytes (the last page shorter if
+ * len ends in it), one segment per run of pages adjacent in memory
+ * (ppi_call_run), or per page when `per_page` (a packet-mode reservation:
+ * a page is a packet, so a segment stays one).  A run is one segment so
+ * that the caller fills it with one copy, or one readv(2) segment, which
+ * is faster than a page at a time into pages a reader on another CPU has
+ * just read (see ppi_call_run).  Sets *bytes to the bytes they cover;
+ * returns the segments (at most n).
+ */
+unsigned ppi_resv_iov(struct ppi_call *c, const uint32_t *pages, unsigned n, size_t len,
+                      bool per_page, struct iovec *iov, size_t *bytes)
 {
 	size_t left = len;
-	for (unsigned i = 0; i < n; i++) {
-		iov[i].iov_base = ppi_call_addr(c, pages[i]);
-		iov[i].iov_len = left < PP_PAGE_SIZE ? left : PP_PAGE_SIZE;
-		left -= iov[i].iov_len;
+	unsigned segs = 0;
+	for (unsigned i = 0, run; i < n && left; i += run) {
+		run = per_page ? 1 : ppi_call_run(c, pages + i, n - i);
+		size_t part = (size_t)run * PP_PAGE_SIZE < left ? (size_t)run * PP_PAGE_SIZE : left;
+		iov[segs++] = (struct iovec){ ppi_call_addr(c, pages[i]), part };
+		left -= part;
 	}
-	return len - left;
+	*bytes = len - left;
+	return segs;
 }
 
 /* Locked again: push the pages holding the n bytes filled (the first page's
@@ -212,10 +223,10 @@ PPI_API ssize_t pp_reserve(struct pp_end *out, struct iovec *iov, int max, size_
 		return ppi_result(-1, k ? ENOMEM : err, sigpipe, fl);
 	}
 	rv->pages = got;
-	rv->bytes = ppi_resv_iov(&c, rv->page, got, len, iov);
+	unsigned segs = ppi_resv_iov(&c, rv->page, got, len, fl & PP_PACKET, iov, &rv->bytes);
 	rv->holder = out->shm ? out->shm->m->holder : 0;
 	atomic_store(&rv->state, PPI_RESV_HELD);
-	return (ssize_t)got;
+	return (ssize_t)segs;
 }
 
 /*

@@ -197,28 +197,6 @@ static inline size_t min_size(size_t a, size_t b)
 	return a < b ? a : b;
 }
 
-/*
- * How many of pages[0..n) lie one after another in memory from pages[0]'s
- * address on (at least 1): one copy then covers them.  Not for fewer
- * calls: when another CPU has read lines of a page (the reader of the
- * bytes it held before), a copy into it waits for those lines at its
- * start, and copies of a page each wait once a page; one copy across the
- * run overlaps the waits.  Measured between two processes, a writer
- * filling 8 pages a reader had read: 12.8 GB/s page by page, 19 GB/s in
- * one copy (and 16 against 44 GB/s when the reader had looked at only the
- * first and last line of each page).  A shared memory's pages are one
- * mapping, and its allocator hands drained pages back in the order they
- * were drained (ppi_shm_pages_put), so a writer's batch is usually one run.
- */
-static unsigned pages_adjacent(struct ppi_call *c, const uint32_t *pages, unsigned n)
-{
-	unsigned char *first = ppi_call_addr(c, pages[0]);
-	unsigned run = 1;
-	while (run < n && ppi_call_addr(c, pages[run]) == first + (size_t)run * PP_PAGE_SIZE)
-		run++;
-	return run;
-}
-
 /* Most buffers a reader takes out of the ring to copy outside the lock (on
  * its stack); a writer's batches are ppi_call_batch (call.h). */
 #define BATCH_MAX PPI_BATCH_MAX
@@ -252,7 +230,7 @@ static int write_batch(struct ppi_call *c, int fl, struct ppi_iter *it, unsigned
 		got = ppi_call_pages(c, pages, k);
 	struct ppi_iter at = *it;
 	for (unsigned i = 0, run; i < got; i += run) {
-		run = pages_adjacent(c, pages + i, got - i);
+		run = ppi_call_run(c, pages + i, got - i);
 		iter_from(&at, ppi_call_addr(c, pages[i]), min_size(run * PP_PAGE_SIZE, at.left));
 	}
 	if ((err = ppi_call_relock(c)))
@@ -568,7 +546,7 @@ ssize_t ppi_ring_read(struct ppi_ring *r, struct ppi_shm *shm, int fl, struct pp
 	size_t pos = 0;
 	for (unsigned i = 0, j; i < ntaken; i = j) {
 		/* Buffers whose bytes follow each other in memory and in the
-		 * read go in one copy, as a writer's do (pages_adjacent). */
+		 * read go in one copy, as a writer's do (ppi_call_run, call.h). */
 		unsigned char *src = ppi_call_addr(&c, taken[i].page) + taken[i].offset;
 		size_t len = taken[i].len;
 		for (j = i + 1; j < ntaken && taken[j].dst == taken[i].dst + len &&
@@ -592,7 +570,7 @@ int ppi_call_drop_bytes(struct ppi_call *c, size_t n)
 	struct ppi_ring *r = c->r;
 	/* The emptied buffers' pages go back in runs of one kind, in order, so
 	 * that a shared memory hands them out again in that order (see
-	 * pages_adjacent).  A holder that dies before the run goes back leaves
+	 * ppi_call_run).  A holder that dies before the run goes back leaves
 	 * pages marked in a ring that no buffer names: the rebuild after its
 	 * death makes them idle. */
 	uint32_t pages[BATCH_MAX], run_flags = 0;

@@ -472,7 +472,7 @@ unsigned ppi_shm_pages_get(struct ppi_shm *v, uint32_t *pages, unsigned n)
 	 * were taken in come back interleaved, and a pipe that only ever
 	 * recycled its own pages would keep them shuffled for good; sorted,
 	 * a batch is mostly runs of adjacent pages, which a writer fills with
-	 * one copy each (ring.c's pages_adjacent).  At most a batch: an
+	 * one copy each (call.h's ppi_call_run).  At most a batch: an
 	 * insertion sort. */
 	for (unsigned i = 1; i < got; i++) {
 		uint32_t p = pages[i];
@@ -526,7 +526,7 @@ void ppi_shm_pages_put(struct ppi_shm *v, const uint32_t *pages, unsigned n)
 	uint32_t data_pages = LOAD(hdr->data_pages);
 	/* Last first: the idle list is a stack, so the pages come off it in
 	 * the order they were drained, a run of adjacent pages as a run that
-	 * a writer fills in one copy (ring.c's pages_adjacent). */
+	 * a writer fills in one copy (call.h's ppi_call_run). */
 	for (unsigned i = n; i-- > 0;) {
 		uint32_t p = pages[i];
 		if (!p || p >= data_pages || p >= PPI_SHM_MAX_PAGES)

@@ -193,8 +193,9 @@ PPI_API ssize_t pp_splice_from_fd(int fd, off_t *off, struct pp_end *out, size_t
 		if (!c.shm) /* a private ring's pages come from the pool, unlocked */
 			got = ppi_call_pages(&c, pages, k);
 		if (got) {
-			ppi_resv_iov(&c, pages, got, len, iov);
-			n = off ? preadv(fd, iov, (int)got, *off) : readv(fd, iov, (int)got);
+			size_t laid; /* len, or less when the pages are fewer */
+			int segs = (int)ppi_resv_iov(&c, pages, got, len, false, iov, &laid);
+			n = off ? preadv(fd, iov, segs, *off) : readv(fd, iov, segs);
 			err = errno;
 		}
 	}

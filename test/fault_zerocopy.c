@@ -703,11 +703,13 @@ static void zc_op_reserve_commit(void)
 		         p->id, max, len, want);
 		ssize_t r = ARMED(pp_reserve(p->end[ZM_W], iov, max, len));
 		int err = errno;
-		if (!zc_exact(r, err, want, eerr) && r < 0) {
+		/* want is pages; the segments they make depend on where they lie. */
+		long pages = r > 0 && r <= max ? zm_reserve_pages(iov, r, len, p->packet) : -1;
+		if (!zc_exact(r > 0 ? pages : r, err, want, eerr) && r < 0) {
 			CHECK_EQ(err, ENOMEM); /* no page could be had */
 			CHECK(want > 0);
 		} else if (fi.op_mask & FI_ALLOC_BITS) {
-			CHECK(r > 0 && r < want); /* some pages could not */
+			CHECK(pages > 0 && pages < want); /* some pages could not */
 		}
 		if (r > 0) {
 			size_t have = 0;

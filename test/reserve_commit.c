@@ -4,8 +4,8 @@
  * readers do not see until the commit and that count as used for other
  * writers; a commit publishes exactly its first n bytes, in order, and
  * gives the rest back (pages counted); the errors (EBADF, EINVAL, EFAULT,
- * EBUSY, EAGAIN, EPIPE); packet mode; pages handed out in address order;
- * pp_close giving an uncommitted
+ * EBUSY, EAGAIN, EPIPE); packet mode; pages handed out in address order,
+ * a run of adjacent pages as one segment; pp_close giving an uncommitted
  * reservation back; a forked child that does not inherit one; records of
  * at most PP_PIPE_BUF bytes committed by several writers arrive whole;
  * and across processes, a writer process that reserves and commits into a
@@ -15,6 +15,8 @@
  */
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -38,6 +40,59 @@ static long held(struct pp_end *rd, int shared)
 	CHECK_EQ(pp_consume(rd, 0), 0);
 	CHECK_EQ(pp_shared_stats(rd, &st), 0);
 	return st.pages_held + st.pages_in_ring;
+}
+
+/*
+ * The segments of a reservation iov[0..k) for len bytes, checked to be
+ * laid out as pp_reserve promises: each starts a page and is a run of
+ * whole pages, only the last ending inside one (where len ends); in
+ * packet mode one page each, else each a whole run (none begins where the
+ * one before ends).  The pages they hold, or -1.
+ */
+static long segment_pages(const struct iovec *iov, ssize_t k, size_t len, bool packet)
+{
+	long pages = 0;
+	size_t at = 0;
+	for (ssize_t i = 0; i < k; i++) {
+		size_t c = iov[i].iov_len;
+		const char *base = iov[i].iov_base;
+		if (!c || (uintptr_t)base % PP_PAGE_SIZE || at + c > len ||
+		    (i + 1 < k && c % PP_PAGE_SIZE) || (packet && c > PP_PAGE_SIZE) ||
+		    (!packet && i && (const char *)iov[i - 1].iov_base + iov[i - 1].iov_len == base))
+			return -1;
+		pages += (long)((c + PP_PAGE_SIZE - 1) / PP_PAGE_SIZE);
+		at += c;
+	}
+	return at == len || at % PP_PAGE_SIZE == 0 ? pages : -1;
+}
+
+/*
+ * pp_reserve, its segments checked (segment_pages) and split into one
+ * iovec per page, so that a test can count and address the pages: there
+ * are at most max of them, so they fit.  The pages, or -1 with errno.
+ */
+static ssize_t reserve_pages(struct pp_end *w, struct iovec *iov, int max, size_t len)
+{
+	ssize_t k = pp_reserve(w, iov, max, len);
+	if (k <= 0)
+		return k;
+	long pages = segment_pages(iov, k, len, pp_getfl(w) & PP_PACKET);
+	CHECK(pages >= k && pages <= max);
+	if (pages < k || pages > max)
+		return k;
+	/* From the last segment back, so that none is written over unread. */
+	long at = pages;
+	for (ssize_t i = k; i-- > 0;) {
+		char *base = iov[i].iov_base;
+		size_t len_i = iov[i].iov_len;
+		long n = (long)((len_i + PP_PAGE_SIZE - 1) / PP_PAGE_SIZE);
+		for (long j = n; j-- > 0;) {
+			size_t off = (size_t)j * PP_PAGE_SIZE;
+			iov[--at] = (struct iovec){ base + off, len_i - off < PP_PAGE_SIZE ?
+			                                                len_i - off : PP_PAGE_SIZE };
+		}
+	}
+	return pages;
 }
 
 /* Fill the reserved segments with stream bytes from pos on (n bytes). */
@@ -69,23 +124,23 @@ static void basics(int shared)
 	long base = held(e[0], shared);
 
 	/* errors before anything is reserved */
-	CHECK_ERR(pp_reserve(e[0], iov, 8, 100), EBADF);
-	CHECK_ERR(pp_reserve(NULL, iov, 8, 100), EBADF);
-	CHECK_ERR(pp_reserve(e[1], iov, -1, 100), EINVAL);
-	CHECK_ERR(pp_reserve(e[1], NULL, 8, 100), EFAULT);
+	CHECK_ERR(reserve_pages(e[0], iov, 8, 100), EBADF);
+	CHECK_ERR(reserve_pages(NULL, iov, 8, 100), EBADF);
+	CHECK_ERR(reserve_pages(e[1], iov, -1, 100), EINVAL);
+	CHECK_ERR(reserve_pages(e[1], NULL, 8, 100), EFAULT);
 	CHECK_ERR(pp_commit(e[0], 0), EBADF);
-	CHECK_EQ(pp_reserve(e[1], iov, 8, 0), 0);
-	CHECK_EQ(pp_reserve(e[1], iov, 0, 100), 0);
+	CHECK_EQ(reserve_pages(e[1], iov, 8, 0), 0);
+	CHECK_EQ(reserve_pages(e[1], iov, 0, 100), 0);
 	CHECK_EQ(pp_commit(e[1], 0), 0);
 	CHECK_ERR(pp_commit(e[1], 1), EINVAL);
 
 	/* 10000 bytes: three fresh pages, the last one shorter */
-	CHECK_EQ(pp_reserve(e[1], iov, 8, 10000), 3);
+	CHECK_EQ(reserve_pages(e[1], iov, 8, 10000), 3);
 	CHECK_EQ(iov[0].iov_len, 4096);
 	CHECK_EQ(iov[1].iov_len, 4096);
 	CHECK_EQ(iov[2].iov_len, 10000 - 8192);
 	CHECK_EQ(held(e[0], shared), base + 3);
-	CHECK_ERR(pp_reserve(e[1], iov + 3, 5, 100), EBUSY);
+	CHECK_ERR(reserve_pages(e[1], iov + 3, 5, 100), EBUSY);
 	fill(iov, 3, 10000, 0);
 	/* unseen until committed */
 	CHECK_EQ(pp_nread(e[0]), 0);
@@ -102,7 +157,7 @@ static void basics(int shared)
 	CHECK_EQ(held(e[0], shared), base);
 
 	/* max bounds the segments; a commit of 0 gives everything back */
-	CHECK_EQ(pp_reserve(e[1], iov, 2, 20000), 2);
+	CHECK_EQ(reserve_pages(e[1], iov, 2, 20000), 2);
 	CHECK_EQ(held(e[0], shared), base + 2);
 	CHECK_EQ(pp_commit(e[1], 0), 0);
 	CHECK_EQ(held(e[0], shared), base);
@@ -110,7 +165,7 @@ static void basics(int shared)
 
 	/* a commit comes after what was written before it, and small writes
 	 * after it merge into its last page */
-	CHECK_EQ(pp_reserve(e[1], iov, 8, 300), 1);
+	CHECK_EQ(reserve_pages(e[1], iov, 8, 300), 1);
 	tp_fill(b, 7, SEED, 5000);
 	CHECK_EQ(pp_write(e[1], b, 7), 7);
 	fill(iov, 1, 300, 5007);
@@ -128,9 +183,9 @@ static void basics(int shared)
 	struct pp_end *w3 = pp_dup(e[1]);
 	CHECK(w3 != NULL);
 	CHECK_EQ(pp_setsize(e[1], 4 * PP_PAGE_SIZE), 4 * PP_PAGE_SIZE);
-	CHECK_EQ(pp_reserve(e[1], iov, 8, 1 << 20), half);
+	CHECK_EQ(reserve_pages(e[1], iov, 8, 1 << 20), half);
 	if (shared)
-		CHECK_EQ(pp_reserve(w3, iov + 4, 4, 1 << 20), 2);
+		CHECK_EQ(reserve_pages(w3, iov + 4, 4, 1 << 20), 2);
 	CHECK_ERR(pp_write(e[1], b, 1), EAGAIN);
 	CHECK_EQ(pp_getsize(e[1]), 4 * PP_PAGE_SIZE);
 	CHECK_ERR(pp_setsize(e[1], PP_PAGE_SIZE), EBUSY);
@@ -139,16 +194,16 @@ static void basics(int shared)
 	fill(iov, half, 100, 5316);
 	CHECK_EQ(pp_commit(e[1], 100), 100);
 	CHECK_EQ(pp_write(e[1], b, 1), 1); /* merges into the committed page */
-	CHECK_EQ(pp_reserve(e[1], iov, 8, 1 << 20), shared ? 2 : 3);
-	CHECK_ERR(pp_reserve(e[1], iov, 8, 1), EBUSY);
+	CHECK_EQ(reserve_pages(e[1], iov, 8, 1 << 20), shared ? 2 : 3);
+	CHECK_ERR(reserve_pages(e[1], iov, 8, 1), EBUSY);
 	CHECK_EQ(pp_commit(e[1], 0), 0);
 	/* full: EAGAIN, nothing more held */
 	static unsigned char big[4 * PP_PAGE_SIZE];
 	CHECK(pp_write(e[1], big, sizeof big) > 0);
 	CHECK_ERR(pp_write(e[1], big, 1), EAGAIN);
 	long full = held(e[0], shared);
-	CHECK_ERR(pp_reserve(e[1], iov, 8, 1), EAGAIN);
-	CHECK_ERR(pp_reserve(w3, iov, 8, 1), EAGAIN);
+	CHECK_ERR(reserve_pages(e[1], iov, 8, 1), EAGAIN);
+	CHECK_ERR(reserve_pages(w3, iov, 8, 1), EAGAIN);
 	CHECK_EQ(held(e[0], shared), full);
 	CHECK_EQ(pp_commit(e[1], 0), 0);
 	CHECK_EQ(pp_close(w3), 0);
@@ -159,12 +214,12 @@ static void basics(int shared)
 	unsigned char drain[64 << 10];
 	CHECK(pp_read(e[0], drain, sizeof drain) > 0);
 	CHECK_EQ(pp_nread(e[0]), 0);
-	CHECK_EQ(pp_reserve(w2, iov, 8, 2 * PP_PAGE_SIZE), 2);
+	CHECK_EQ(reserve_pages(w2, iov, 8, 2 * PP_PAGE_SIZE), 2);
 	CHECK_EQ(held(e[0], shared), base + 2);
 	CHECK_EQ(pp_close(w2), 0);
 	CHECK_EQ(held(e[0], shared), base);
 	CHECK_EQ(pp_nread(e[0]), 0);
-	CHECK_EQ(pp_reserve(e[1], iov, 8, 1 << 20), half); /* the room came back */
+	CHECK_EQ(reserve_pages(e[1], iov, 8, 1 << 20), half); /* the room came back */
 	CHECK_EQ(pp_commit(e[1], 0), 0);
 
 	CHECK_EQ(pp_close(e[0]), 0);
@@ -194,13 +249,13 @@ static void epipe(int shared)
 		rd = pp_dup(e[0]); /* keeps the pipe's memory to count, once e[0] is closed */
 		CHECK(rd != NULL);
 		long base = held(rd, shared);
-		CHECK_EQ(pp_reserve(e[1], iov, 4, 5000), 2);
+		CHECK_EQ(reserve_pages(e[1], iov, 4, 5000), 2);
 		CHECK_EQ(pp_close(e[0]), 0);
 		CHECK_EQ(pp_close(rd), 0);
 		CHECK_ERR(pp_commit(e[1], 5000), EPIPE);
 		CHECK_EQ(tp_sigpipe_taken(), !quiet);
 		CHECK_EQ(pp_commit(e[1], 0), 0); /* nothing left */
-		CHECK_ERR(pp_reserve(e[1], iov, 4, 1), EPIPE);
+		CHECK_ERR(reserve_pages(e[1], iov, 4, 1), EPIPE);
 		CHECK_EQ(tp_sigpipe_taken(), !quiet);
 		if (shared) {
 			struct pp_shared_stats st;
@@ -232,7 +287,7 @@ static void packets(void)
 		struct iovec iov[4];
 		unsigned char buf[8192];
 		CHECK_EQ(pp_pipe(e, PP_PACKET | PP_NONBLOCK | (shared ? PP_SHARED : 0)), 0);
-		CHECK_EQ(pp_reserve(e[1], iov, 4, 5000), 2);
+		CHECK_EQ(reserve_pages(e[1], iov, 4, 5000), 2);
 		fill(iov, 2, 5000, 0);
 		CHECK_EQ(pp_commit(e[1], 5000), 5000);
 		CHECK_EQ(pp_read(e[0], buf, sizeof buf), 4096);
@@ -273,13 +328,48 @@ static void address_order(int shared)
 			CHECK_EQ(pp_consume(e[0], PP_PAGE_SIZE), PP_PAGE_SIZE);
 			pos += PP_PAGE_SIZE;
 		}
-		CHECK_EQ(pp_reserve(e[1], iov, 8, sizeof buf), 8);
+		CHECK_EQ(reserve_pages(e[1], iov, 8, sizeof buf), 8);
 		for (int i = 1; i < 8; i++)
 			CHECK((uintptr_t)iov[i - 1].iov_base < (uintptr_t)iov[i].iov_base);
 		CHECK_EQ(pp_commit(e[1], 0), 0);
 	}
 	CHECK_EQ(pp_close(e[0]), 0);
 	CHECK_EQ(pp_close(e[1]), 0);
+}
+
+/*
+ * A run of adjacent pages is one segment (one copy fills it, one readv(2)
+ * segment; see pp_reserve(3)), in packet mode a page is: a fresh pipe's
+ * first pages are a run in either kind of pipe, so eight of them come as
+ * fewer segments, and in packet mode as eight.  The bytes filled through
+ * the segments arrive in order.
+ */
+static void segments_are_runs(void)
+{
+	static unsigned char buf[8 * PP_PAGE_SIZE];
+	for (int mode = 0; mode < 4; mode++) {
+		bool shared = mode & 1, packet = mode & 2;
+		struct pp_end *e[2];
+		struct iovec iov[8];
+		CHECK_EQ(pp_pipe(e, PP_NONBLOCK | (shared ? PP_SHARED : 0) | (packet ? PP_PACKET : 0)),
+		         0);
+		size_t len = sizeof buf - 100;
+		ssize_t k = pp_reserve(e[1], iov, 8, len);
+		CHECK_EQ(segment_pages(iov, k, len, packet), 8);
+		if (packet)
+			CHECK_EQ(k, 8);
+		else
+			CHECK(k > 0 && k < 8);
+		fill(iov, k, len, 0);
+		CHECK_EQ(pp_commit(e[1], len), (ssize_t)len);
+		size_t got = 0;
+		for (ssize_t n; got < len && (n = pp_read(e[0], buf + got, sizeof buf - got)) > 0;)
+			got += (size_t)n;
+		CHECK_EQ(got, len);
+		CHECK_EQ(tp_verify(buf, len, SEED, 0), -1);
+		CHECK_EQ(pp_close(e[0]), 0);
+		CHECK_EQ(pp_close(e[1]), 0);
+	}
 }
 
 static void address_order_private(void)
@@ -476,10 +566,10 @@ static void reserve_then_hang(void *arg)
 	t_sync_keep(&k->s, 1);
 	CHECK_EQ(pp_close(k->r), 0);
 	struct iovec iov[16];
-	CHECK_EQ(pp_reserve(k->w, iov, 16, 1000), 1);
+	CHECK_EQ(reserve_pages(k->w, iov, 16, 1000), 1);
 	fill(iov, 1, 1000, 0);
 	CHECK_EQ(pp_commit(k->w, 1000), 1000);
-	CHECK_EQ(pp_reserve(k->w, iov, 16, 8 * PP_PAGE_SIZE), 8);
+	CHECK_EQ(reserve_pages(k->w, iov, 16, 8 * PP_PAGE_SIZE), 8);
 	fill(iov, 8, 8 * PP_PAGE_SIZE, 1000);
 	t_post(&k->s, 1, 'r');
 	for (;;)
@@ -535,11 +625,11 @@ static void child_commits(void *arg)
 	struct iovec iov[4];
 	CHECK_ERR(pp_commit(f->w, 1), EINVAL);
 	CHECK_EQ(pp_commit(f->w, 0), 0);
-	CHECK_EQ(pp_reserve(f->w, iov, 4, 100), 1);
+	CHECK_EQ(reserve_pages(f->w, iov, 4, 100), 1);
 	fill(iov, 1, 100, 0);
 	CHECK_EQ(pp_commit(f->w, 100), 100);
 	t_post(&f->s, 1, 'c');
-	CHECK_EQ(pp_reserve(f->w, iov, 4, 100), 1); /* given back at exit */
+	CHECK_EQ(reserve_pages(f->w, iov, 4, 100), 1); /* given back at exit */
 }
 
 static void fork_not_inherited(void)
@@ -549,7 +639,7 @@ static void fork_not_inherited(void)
 	struct forked f;
 	CHECK_EQ(pp_pipe(e, PP_SHARED), 0);
 	CHECK_EQ(t_sync_open(&f.s), 0);
-	CHECK_EQ(pp_reserve(e[1], iov, 4, 200), 1);
+	CHECK_EQ(reserve_pages(e[1], iov, 4, 200), 1);
 	f.w = e[1];
 	pid_t pid = t_child(child_commits, &f);
 	t_sync_keep(&f.s, 0);
@@ -592,6 +682,7 @@ int main(void)
 	RUN(epipe_private);
 	RUN(epipe_shared);
 	RUN(packets);
+	RUN(segments_are_runs);
 	RUN(address_order_private);
 	RUN(address_order_shared);
 	RUN(blocks_until_room);

@@ -688,9 +688,11 @@ static inline unsigned char hf_resv_pat(size_t i)
  * pp_reserve on write handle H of SIZE bytes in M%72 segments.  EBUSY
  * exactly when the handle has a reservation (that state is the handle's,
  * in this process: no write to the shared memory changes it); else the
- * pages handed out (at most M, 64, and on a clean pipe half its capacity)
- * or an error a write may give.  The segments must be whole pages of the
- * data memory (the last one shorter), distinct; they are filled at once
+ * segments handed out (their pages at most M, 64, and on a clean pipe
+ * half its capacity) or an error a write may give.  The segments must be
+ * runs of whole pages of the data memory (the last one shorter), no two
+ * overlapping, none beginning where the one before ends (one page each in
+ * packet mode); they are filled at once
  * (so a page that is also in the ring shows as other bytes on a clean
  * pipe) and stay reserved across the steps that follow.
  */
@@ -723,28 +725,45 @@ static void hf_reserve(struct hf *f)
 		else
 			FUZZ_CHECK(&f->rep, ret > 0 || err == EAGAIN, "failed (%s) on a clean pipe",
 			           strerror(err));
-		long half = cap / 2 > 1 ? cap / 2 : 1;
-		FUZZ_CHECK(&f->rep, ret <= half, "%zd pages of a %ld-page shared pipe: more than half",
-		           ret, cap);
 	}
 	if (ret <= 0)
 		return;
 	size_t mapped = LOAD(f->shm->m->mapped), at = 0;
+	long pages = 0;
 	for (ssize_t i = 0; i < ret; i++) {
 		unsigned char *b = iov[i].iov_base;
-		size_t want = len - at < PP_PAGE_SIZE ? len - at : PP_PAGE_SIZE;
-		FUZZ_CHECK(&f->rep, at < len && iov[i].iov_len == want,
-		           "segment %zd of %zd: %zu bytes, want %zu", i, ret, iov[i].iov_len, want);
+		size_t c = iov[i].iov_len, span = (c + PP_PAGE_SIZE - 1) & ~(size_t)(PP_PAGE_SIZE - 1);
+		FUZZ_CHECK(&f->rep,
+		           c && at + c <= len && (i + 1 == ret || c % PP_PAGE_SIZE == 0) &&
+		               (!f->packet || c <= PP_PAGE_SIZE),
+		           "segment %zd of %zd: %zu bytes, %zu of %zu reserved before it%s", i, ret, c,
+		           at, len, f->packet ? " (packet mode: a page each)" : "");
 		FUZZ_CHECK(&f->rep,
 		           ((uintptr_t)b & (PP_PAGE_SIZE - 1)) == 0 && b >= f->data + PP_PAGE_SIZE &&
-		               b + PP_PAGE_SIZE <= f->data + mapped * PP_PAGE_SIZE,
-		           "segment %zd (%p) is not a page of the data memory [%p, %p)", i, (void *)b,
-		           (void *)(f->data + PP_PAGE_SIZE), (void *)(f->data + mapped * PP_PAGE_SIZE));
-		for (ssize_t j = 0; j < i; j++)
-			FUZZ_CHECK(&f->rep, iov[j].iov_base != b, "segments %zd and %zd: one page", j, i);
-		for (size_t k = 0; k < iov[i].iov_len; k++)
+		               b + span <= f->data + mapped * PP_PAGE_SIZE,
+		           "segment %zd (%p, %zu bytes) is not in the data memory [%p, %p)", i,
+		           (void *)b, c, (void *)(f->data + PP_PAGE_SIZE),
+		           (void *)(f->data + mapped * PP_PAGE_SIZE));
+		for (ssize_t j = 0; j < i; j++) {
+			unsigned char *o = iov[j].iov_base;
+			FUZZ_CHECK(&f->rep, o + iov[j].iov_len <= b || b + c <= o,
+			           "segments %zd and %zd overlap", j, i);
+		}
+		FUZZ_CHECK(&f->rep,
+		           f->packet || !i || (unsigned char *)iov[i - 1].iov_base + iov[i - 1].iov_len != b,
+		           "segment %zd begins where segment %zd ends: one run", i, i - 1);
+		for (size_t k = 0; k < c; k++)
 			b[k] = hf_resv_pat(at + k);
-		at += iov[i].iov_len;
+		at += c;
+		pages += (long)(span / PP_PAGE_SIZE);
+	}
+	FUZZ_CHECK(&f->rep, at == len || at % PP_PAGE_SIZE == 0,
+	           "%zu of %zu bytes reserved, ending inside a page", at, len);
+	FUZZ_CHECK(&f->rep, pages <= (max < 64 ? max : 64), "%ld pages for max %d", pages, max);
+	if (!f->dirty && !held) {
+		long half = cap / 2 > 1 ? cap / 2 : 1;
+		FUZZ_CHECK(&f->rep, pages <= half, "%ld pages of a %ld-page shared pipe: more than half",
+		           pages, cap);
 	}
 	FUZZ_CHECK(&f->rep, r != NULL, "more reservations than write handles");
 	*r = (struct hf_resv){ .e = e, .n = (int)ret, .bytes = at };

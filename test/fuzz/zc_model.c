@@ -795,8 +795,10 @@ static long zm_drain_predict(struct zm_pipe *p, size_t len, int *err, bool *wait
  * pp_reserve(len, max segments) on a private pipe's write end, after the
  * argument checks (EBADF, EINVAL, EFAULT), non-blocking: EBUSY while the
  * end has a reservation; 0 for len or max 0; EPIPE (*sigpipe) without a
- * reader; EAGAIN (*wait) without a free slot; else the pages handed out:
- * enough for len, at most 64, max and the free slots.
+ * reader; EAGAIN (*wait) without a free slot; else the pages handed out
+ * (pp_reserve returns the segments they make, which depend on where the
+ * pages lie: zm_reserve_pages): enough for len, at most 64, max and the
+ * free slots.
  */
 __attribute__((unused)) static long zm_reserve_predict(struct zm_pipe *p, int max, size_t len,
                                                        int *err, bool *wait, bool *sigpipe)
@@ -823,37 +825,61 @@ __attribute__((unused)) static long zm_reserve_predict(struct zm_pipe *p, int ma
 	return (long)zm_min(want, zm_room(p));
 }
 
-/* The segment lengths a reservation of k pages for len bytes has: pages,
- * the last one shorter. */
-__attribute__((unused)) static size_t zm_reserve_seg(size_t len, long k, long i)
+/*
+ * The pages a reservation's segments iov[0..k) for len bytes hold, or -1
+ * when they are not laid out as pp_reserve promises: each segment starts
+ * a page and is a run of whole pages, the last one ending where len does
+ * (or with the pages); segments in packet mode are a page each, else each
+ * is a whole run (a segment never begins where the one before ends).
+ */
+__attribute__((unused)) static long zm_reserve_pages(const struct iovec *iov, long k, size_t len,
+                                                     bool packet)
 {
-	(void)k;
-	size_t at = (size_t)i * ZM_PG;
-	return at >= len ? 0 : zm_min(ZM_PG, len - at);
+	long pages = 0;
+	size_t at = 0;
+	for (long i = 0; i < k; i++) {
+		size_t c = iov[i].iov_len;
+		if (!c || ((uintptr_t)iov[i].iov_base & (ZM_PG - 1)) || at + c > len)
+			return -1;
+		if (i + 1 < k && c % ZM_PG)
+			return -1; /* only the last may end inside a page */
+		if (packet && c > ZM_PG)
+			return -1;
+		if (!packet && i &&
+		    (const char *)iov[i - 1].iov_base + iov[i - 1].iov_len == iov[i].iov_base)
+			return -1;
+		pages += (long)((c + ZM_PG - 1) / ZM_PG);
+		at += c;
+	}
+	/* All of len, unless the pages ran out: then they are full. */
+	if (at != len && at % ZM_PG)
+		return -1;
+	return pages;
 }
 
 /*
- * The library handed out k pages for len bytes at iov, and the caller put
- * src[0..) in them (each segment the next bytes): k fresh pool pages,
+ * The library handed out k segments for len bytes at iov, and the caller
+ * put src[0..) in them (each segment the next bytes): fresh pool pages,
  * known to be at those addresses, held by the reservation.  False if the
- * segments are not the model's (their lengths).
+ * segments are not laid out as promised (zm_reserve_pages).
  */
 __attribute__((unused)) static bool zm_reserve_apply(struct zm_pipe *p, const struct iovec *iov,
                                                      long k, size_t len,
                                                      const unsigned char *src)
 {
-	if (p->resv_n || k <= 0 || k > ZM_RESV_MAX)
+	long pages = zm_reserve_pages(iov, k, len, p->packet);
+	if (p->resv_n || k <= 0 || pages <= 0 || pages > ZM_RESV_MAX)
 		return false;
 	size_t at = 0;
 	for (long i = 0; i < k; i++) {
-		size_t c = zm_reserve_seg(len, k, i);
-		if (!c || iov[i].iov_len != c)
-			return false;
-		int pg = zm_page_anon();
-		memcpy(zm_pages[pg].mirror, src + at, c);
-		zm_pages[pg].addr = iov[i].iov_base;
-		p->resv_pg[p->resv_n++] = pg;
-		at += c;
+		for (size_t in = 0; in < iov[i].iov_len; in += ZM_PG) {
+			size_t c = zm_min(ZM_PG, iov[i].iov_len - in);
+			int pg = zm_page_anon();
+			memcpy(zm_pages[pg].mirror, src + at, c);
+			zm_pages[pg].addr = (unsigned char *)iov[i].iov_base + in;
+			p->resv_pg[p->resv_n++] = pg;
+			at += c;
+		}
 	}
 	p->resv_bytes = at;
 	return true;
