@@ -27,7 +27,8 @@
  *     issue 15 asks the zero-copy pagepipe to beat it).  The zero-copy pair
  *     also runs on a pipe grown to 1 MiB, and there with readers that sleep
  *     when idle: "reader sleeps" runs the reader with PP_SPIN_NS=0 (every
- *     wait a futex sleep; the reader's process execs this program again,
+ *     wait for data a futex sleep, only a wait for the lock spinning its
+ *     few microseconds first; the reader's process execs this program again,
  *     `bench_procs --sleeper`, since the library reads it when it is
  *     loaded; the writer spins as usual, as iceoryx's publisher does when
  *     it waits for a full queue), and "reader in poll" has a non-blocking
