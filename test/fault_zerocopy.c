@@ -704,7 +704,7 @@ static void zc_op_reserve_commit(void)
 		ssize_t r = ARMED(pp_reserve(p->end[ZM_W], iov, max, len));
 		int err = errno;
 		/* want is pages; the segments they make depend on where they lie. */
-		long pages = r > 0 && r <= max ? zm_reserve_pages(iov, r, len, p->packet) : -1;
+		long pages = r > 0 && r <= max ? resv_layout_pages(iov, r, len, p->packet) : -1;
 		if (!zc_exact(r > 0 ? pages : r, err, want, eerr) && r < 0) {
 			CHECK_EQ(err, ENOMEM); /* no page could be had */
 			CHECK(want > 0);

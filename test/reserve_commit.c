@@ -26,6 +26,7 @@
 #include "harness/harness.h"
 #include "harness/helpers.h"
 #include "harness/procs.h"
+#include "resv_layout.h"
 
 #define SEED 17
 
@@ -43,31 +44,7 @@ static long held(struct pp_end *rd, int shared)
 }
 
 /*
- * The segments of a reservation iov[0..k) for len bytes, checked to be
- * laid out as pp_reserve promises: each starts a page and is a run of
- * whole pages, only the last ending inside one (where len ends); in
- * packet mode one page each, else each a whole run (none begins where the
- * one before ends).  The pages they hold, or -1.
- */
-static long segment_pages(const struct iovec *iov, ssize_t k, size_t len, bool packet)
-{
-	long pages = 0;
-	size_t at = 0;
-	for (ssize_t i = 0; i < k; i++) {
-		size_t c = iov[i].iov_len;
-		const char *base = iov[i].iov_base;
-		if (!c || (uintptr_t)base % PP_PAGE_SIZE || at + c > len ||
-		    (i + 1 < k && c % PP_PAGE_SIZE) || (packet && c > PP_PAGE_SIZE) ||
-		    (!packet && i && (const char *)iov[i - 1].iov_base + iov[i - 1].iov_len == base))
-			return -1;
-		pages += (long)((c + PP_PAGE_SIZE - 1) / PP_PAGE_SIZE);
-		at += c;
-	}
-	return at == len || at % PP_PAGE_SIZE == 0 ? pages : -1;
-}
-
-/*
- * pp_reserve, its segments checked (segment_pages) and split into one
+ * pp_reserve, its segments checked (resv_layout_pages) and split into one
  * iovec per page, so that a test can count and address the pages: there
  * are at most max of them, so they fit.  The pages, or -1 with errno.
  */
@@ -76,7 +53,7 @@ static ssize_t reserve_pages(struct pp_end *w, struct iovec *iov, int max, size_
 	ssize_t k = pp_reserve(w, iov, max, len);
 	if (k <= 0)
 		return k;
-	long pages = segment_pages(iov, k, len, pp_getfl(w) & PP_PACKET);
+	long pages = resv_layout_pages(iov, k, len, pp_getfl(w) & PP_PACKET);
 	CHECK(pages >= k && pages <= max);
 	if (pages < k || pages > max)
 		return k;
@@ -355,7 +332,7 @@ static void segments_are_runs(void)
 		         0);
 		size_t len = sizeof buf - 100;
 		ssize_t k = pp_reserve(e[1], iov, 8, len);
-		CHECK_EQ(segment_pages(iov, k, len, packet), 8);
+		CHECK_EQ(resv_layout_pages(iov, k, len, packet), 8);
 		if (packet)
 			CHECK_EQ(k, 8);
 		else

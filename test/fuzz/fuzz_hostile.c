@@ -88,6 +88,7 @@
 #include <unistd.h>
 
 #include "../memfd_maps.h"
+#include "../resv_layout.h"
 #include "end.h"
 #include "fuzz_report.h"
 #include "pagepipe.h"
@@ -728,19 +729,15 @@ static void hf_reserve(struct hf *f)
 	}
 	if (ret <= 0)
 		return;
+	long pages = resv_layout_pages(iov, ret, len, f->packet);
+	FUZZ_CHECK(&f->rep, pages > 0, "the %zd segments for %zu bytes are not runs of whole pages%s",
+	           ret, len, f->packet ? " (packet mode: a page each)" : "");
 	size_t mapped = LOAD(f->shm->m->mapped), at = 0;
-	long pages = 0;
 	for (ssize_t i = 0; i < ret; i++) {
 		unsigned char *b = iov[i].iov_base;
 		size_t c = iov[i].iov_len, span = (c + PP_PAGE_SIZE - 1) & ~(size_t)(PP_PAGE_SIZE - 1);
 		FUZZ_CHECK(&f->rep,
-		           c && at + c <= len && (i + 1 == ret || c % PP_PAGE_SIZE == 0) &&
-		               (!f->packet || c <= PP_PAGE_SIZE),
-		           "segment %zd of %zd: %zu bytes, %zu of %zu reserved before it%s", i, ret, c,
-		           at, len, f->packet ? " (packet mode: a page each)" : "");
-		FUZZ_CHECK(&f->rep,
-		           ((uintptr_t)b & (PP_PAGE_SIZE - 1)) == 0 && b >= f->data + PP_PAGE_SIZE &&
-		               b + span <= f->data + mapped * PP_PAGE_SIZE,
+		           b >= f->data + PP_PAGE_SIZE && b + span <= f->data + mapped * PP_PAGE_SIZE,
 		           "segment %zd (%p, %zu bytes) is not in the data memory [%p, %p)", i,
 		           (void *)b, c, (void *)(f->data + PP_PAGE_SIZE),
 		           (void *)(f->data + mapped * PP_PAGE_SIZE));
@@ -749,16 +746,10 @@ static void hf_reserve(struct hf *f)
 			FUZZ_CHECK(&f->rep, o + iov[j].iov_len <= b || b + c <= o,
 			           "segments %zd and %zd overlap", j, i);
 		}
-		FUZZ_CHECK(&f->rep,
-		           f->packet || !i || (unsigned char *)iov[i - 1].iov_base + iov[i - 1].iov_len != b,
-		           "segment %zd begins where segment %zd ends: one run", i, i - 1);
 		for (size_t k = 0; k < c; k++)
 			b[k] = hf_resv_pat(at + k);
 		at += c;
-		pages += (long)(span / PP_PAGE_SIZE);
 	}
-	FUZZ_CHECK(&f->rep, at == len || at % PP_PAGE_SIZE == 0,
-	           "%zu of %zu bytes reserved, ending inside a page", at, len);
 	FUZZ_CHECK(&f->rep, pages <= (max < 64 ? max : 64), "%ld pages for max %d", pages, max);
 	if (!f->dirty && !held) {
 		long half = cap / 2 > 1 ? cap / 2 : 1;

@@ -1010,7 +1010,7 @@ static void zf_op_reserve(struct fuzz_in *in)
 	if (toggled)
 		zf_set_nb(p, ZM_W, false);
 	/* want is pages; the segments they make depend on where they lie. */
-	long pages = got > 0 && got <= seen ? zm_reserve_pages(iov, got, len, p->packet) : -1;
+	long pages = got > 0 && got <= seen ? resv_layout_pages(iov, got, len, p->packet) : -1;
 	zf_check_ret(got > 0 ? pages : got, err, want, eerr);
 	zf_check_sig(sig && zf_sig_due(p));
 	for (int k = got > 0 ? (int)got : 0; k < seen; k++)

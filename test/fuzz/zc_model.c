@@ -68,6 +68,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
+#include "../resv_layout.h"
 #include "pagepipe.h"
 
 
@@ -797,7 +798,7 @@ static long zm_drain_predict(struct zm_pipe *p, size_t len, int *err, bool *wait
  * end has a reservation; 0 for len or max 0; EPIPE (*sigpipe) without a
  * reader; EAGAIN (*wait) without a free slot; else the pages handed out
  * (pp_reserve returns the segments they make, which depend on where the
- * pages lie: zm_reserve_pages): enough for len, at most 64, max and the
+ * pages lie: resv_layout_pages): enough for len, at most 64, max and the
  * free slots.
  */
 __attribute__((unused)) static long zm_reserve_predict(struct zm_pipe *p, int max, size_t len,
@@ -826,48 +827,16 @@ __attribute__((unused)) static long zm_reserve_predict(struct zm_pipe *p, int ma
 }
 
 /*
- * The pages a reservation's segments iov[0..k) for len bytes hold, or -1
- * when they are not laid out as pp_reserve promises: each segment starts
- * a page and is a run of whole pages, the last one ending where len does
- * (or with the pages); segments in packet mode are a page each, else each
- * is a whole run (a segment never begins where the one before ends).
- */
-__attribute__((unused)) static long zm_reserve_pages(const struct iovec *iov, long k, size_t len,
-                                                     bool packet)
-{
-	long pages = 0;
-	size_t at = 0;
-	for (long i = 0; i < k; i++) {
-		size_t c = iov[i].iov_len;
-		if (!c || ((uintptr_t)iov[i].iov_base & (ZM_PG - 1)) || at + c > len)
-			return -1;
-		if (i + 1 < k && c % ZM_PG)
-			return -1; /* only the last may end inside a page */
-		if (packet && c > ZM_PG)
-			return -1;
-		if (!packet && i &&
-		    (const char *)iov[i - 1].iov_base + iov[i - 1].iov_len == iov[i].iov_base)
-			return -1;
-		pages += (long)((c + ZM_PG - 1) / ZM_PG);
-		at += c;
-	}
-	/* All of len, unless the pages ran out: then they are full. */
-	if (at != len && at % ZM_PG)
-		return -1;
-	return pages;
-}
-
-/*
  * The library handed out k segments for len bytes at iov, and the caller
  * put src[0..) in them (each segment the next bytes): fresh pool pages,
  * known to be at those addresses, held by the reservation.  False if the
- * segments are not laid out as promised (zm_reserve_pages).
+ * segments are not laid out as promised (resv_layout_pages).
  */
 __attribute__((unused)) static bool zm_reserve_apply(struct zm_pipe *p, const struct iovec *iov,
                                                      long k, size_t len,
                                                      const unsigned char *src)
 {
-	long pages = zm_reserve_pages(iov, k, len, p->packet);
+	long pages = resv_layout_pages(iov, k, len, p->packet);
 	if (p->resv_n || k <= 0 || pages <= 0 || pages > ZM_RESV_MAX)
 		return false;
 	size_t at = 0;
