@@ -334,7 +334,8 @@ bool ppi_ring_drop_handle(struct ppi_ring *r, int side);
  * reserves that many slots (counted as used for every other writer, see
  * ppi_ring_room, so the pages always have room to go in) and, on a shared
  * ring, takes their pages; unlocked, ppi_resv_iov lays the pages out to be
- * filled; locked again, ppi_resv_slots(-k) frees the slots, ppi_resv_push
+ * filled (in runs of adjacent pages; a write's batch is copied by the same
+ * layout); locked again, ppi_resv_slots(-k) frees the slots, ppi_resv_push
  * pushes the pages filled and ppi_resv_close gives back the rest and
  * unlocks.  Each is commented where it is defined.
  */

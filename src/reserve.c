@@ -105,7 +105,8 @@ unsigned ppi_resv_take(struct ppi_call *c, uint32_t *pages, uint32_t k)
 
 /*
  * Lay pages[0..n) out in iov to hold len bytes (the last page shorter if
- * len ends in it), one segment per run of pages adjacent in memory
+ * len ends in it), one segment per run of pages adjacent in memory (also
+ * how a write's batch is copied, ring.c's write_batch)
  * (ppi_call_run), or per page when `per_page` (a packet-mode reservation:
  * a page is a packet, so a segment stays one).  A run is one segment so
  * that the caller fills it with one copy, or one readv(2) segment, which

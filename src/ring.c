@@ -228,11 +228,14 @@ static int write_batch(struct ppi_call *c, int fl, struct ppi_iter *it, unsigned
 	ppi_call_wake(c); /* a reader owed a wake can drain while we copy */
 	if (!c->shm)
 		got = ppi_call_pages(c, pages, k);
+	/* Laid out as a reservation is: a run of adjacent pages takes one
+	 * copy (see ppi_call_run). */
+	struct iovec runs[BATCH_MAX];
+	size_t laid;
+	unsigned nruns = ppi_resv_iov(c, pages, got, it->left, false, runs, &laid);
 	struct ppi_iter at = *it;
-	for (unsigned i = 0, run; i < got; i += run) {
-		run = ppi_call_run(c, pages + i, got - i);
-		iter_from(&at, ppi_call_addr(c, pages[i]), min_size(run * PP_PAGE_SIZE, at.left));
-	}
+	for (unsigned i = 0; i < nruns; i++)
+		iter_from(&at, runs[i].iov_base, runs[i].iov_len);
 	if ((err = ppi_call_relock(c)))
 		return err; /* a shared ring's pages stay held: they come back with us */
 	if (!got)
